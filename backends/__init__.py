@@ -1,0 +1,52 @@
+"""Storage backends and the registry that builds them by name.
+
+A backend's module (and so its driver) is imported only when it is chosen:
+``import backends`` costs nothing, and a missing optional driver is one clear
+error naming the ``pip install`` that fixes it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from memchat.engine.model import ConfigError
+
+from .base import Capabilities, Store, Transaction
+
+#: name → (``module:Class``, the extra that installs its driver or None).
+REGISTRY: dict[str, tuple[str, str | None]] = {
+    "inmemory": ("backends.inmemory:InMemoryStore", None),
+    "sqlite": ("backends.sqlite:SQLiteStore", None),
+}
+
+BACKEND_NAMES: tuple[str, ...] = tuple(REGISTRY)
+
+
+def store_class(name: str) -> type:
+    """The Store class registered under ``name`` (imports its module now)."""
+    if not isinstance(name, str) or name.strip().lower() not in REGISTRY:
+        raise ConfigError(f"unknown memory backend {name!r}: choose one of {', '.join(BACKEND_NAMES)}")
+    target, extra = REGISTRY[name.strip().lower()]
+    module_name, _, class_name = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if extra is None or (exc.name or "").startswith("backends"):
+            raise
+        raise ConfigError(
+            f"the {name} backend needs the {exc.name} package: pip install 'memchat[{extra}]'"
+        ) from exc
+    return getattr(module, class_name)
+
+
+def create(name: str, **options: Any) -> Store:
+    """Build (but do not yet connect) the store registered under ``name``.
+
+    Options not given are read from the environment variables the reference
+    uses (e.g. ``SQLITE_MEMORY_DSN``), then from the backend's defaults.
+    """
+    return store_class(name)(**options)
+
+
+__all__ = ["BACKEND_NAMES", "REGISTRY", "Capabilities", "Store", "Transaction", "create", "store_class"]

@@ -1,0 +1,92 @@
+"""The Store protocol every backend implements, and what each one declares.
+
+A store is storage and retrieval for one backend, scoped by (app, user). It
+knows nothing of IDs, ranking, tools or the update state machine: those live
+once in ``memchat.engine``. What a store must offer is an *atomic section*
+per user (``atomic``), in which the engine reads and writes entries and which
+either commits whole or changes nothing — a DB transaction, a Redis
+WATCH/MULTI, or a lock, whatever the backend has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol, TypeVar, runtime_checkable
+
+from memchat.engine.model import Entry, UserKey
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What a store can do natively; the engine never pretends otherwise."""
+
+    #: Can return nearest neighbours for an embedding (``vector_candidates``).
+    vector_search: bool = False
+    #: Has its own full-text index to pre-filter keyword candidates.
+    native_keyword_search: bool = False
+    #: ``atomic`` is a real transaction (all-or-nothing across processes).
+    transactions: bool = False
+    #: Memories survive a process restart.
+    persistent: bool = False
+    #: Several processes (or machines) may share the same memories safely.
+    multi_process: bool = False
+
+
+@runtime_checkable
+class Transaction(Protocol):
+    """The reads and writes allowed inside ``Store.atomic`` for one user."""
+
+    async def get(self, memory_id: str) -> Entry | None:
+        """The entry with this ID for the section's user, tombstones included."""
+
+    async def put(self, entry: Entry, vector: Sequence[float] | None = None) -> None:
+        """Insert or fully replace an entry (``deleted_at`` included)."""
+
+    async def remove(self, memory_id: str) -> None:
+        """Delete an entry for good; absent IDs are ignored."""
+
+    async def count_active(self) -> int:
+        """Number of the user's entries that are not tombstones."""
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Storage for memories. All methods are scoped by ``key``."""
+
+    #: Registry name, e.g. ``"sqlite"``.
+    name: str
+    capabilities: Capabilities
+
+    async def open(self) -> None:
+        """Connect and create the schema; raise ``BackendError`` with a clear message."""
+
+    async def close(self) -> None: ...
+
+    def describe(self) -> str:
+        """One line for a person: backend and location, never a password."""
+
+    async def atomic(self, key: UserKey, work: Callable[[Transaction], Awaitable[T]]) -> T:
+        """Run ``work`` so that it commits whole or not at all, serialised against
+        every other writer of this user (in any process). ``work`` may be run
+        more than once by optimistic stores, so it must act only through the
+        transaction. An exception from ``work`` rolls back and propagates."""
+
+    async def get(self, key: UserKey, memory_id: str) -> Entry | None:
+        """The entry, tombstones included, or None."""
+
+    async def list(self, key: UserKey, *, limit: int = 0, include_deleted: bool = False) -> list[Entry]:
+        """Newest first: updated_at desc, created_at desc, id asc. ``limit <= 0``: all."""
+
+    async def count(self, key: UserKey, *, include_deleted: bool = False) -> int: ...
+
+    async def clear(self, key: UserKey, *, deleted_at: datetime | None) -> int:
+        """Tombstone every active entry (``deleted_at`` given) or delete every
+        entry of the user for good (``None``). Returns how many were affected."""
+
+    async def keyword_candidates(self, key: UserKey, query: str) -> list[Entry]:
+        """Active entries that keyword search should score. The engine computes
+        IDF over this set, so a store without a full-text index returns them all."""

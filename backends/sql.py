@@ -1,0 +1,273 @@
+"""The SQL family's shared store: one SQLAlchemy (async) implementation.
+
+SQLite, MySQL/MariaDB and PostgreSQL differ only in how a DSN is built, how a
+user's writers are serialised, and how an upsert is spelt; subclasses supply
+those three hooks. Rows hold the normalised memory in plain columns (no JSON
+blob to drift from the columns), times as integer microseconds since the
+epoch so ordering is exact and identical on every dialect.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from memchat.engine.model import (
+    BackendError,
+    ConfigError,
+    Entry,
+    Memory,
+    UserKey,
+    from_micros,
+    to_micros,
+)
+
+from .base import Capabilities
+
+T = TypeVar("T")
+
+_TABLE_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+
+
+def validate_table_name(name: str, max_length: int = 64) -> str:
+    if not isinstance(name, str) or not _TABLE_NAME.match(name) or len(name) > max_length:
+        raise ConfigError(
+            f"invalid table name {name!r}: use letters, digits and underscores, "
+            f"not starting with a digit, at most {max_length} characters"
+        )
+    return name
+
+
+def memories_table(metadata: sa.MetaData, name: str, json_type: sa.types.TypeEngine) -> sa.Table:
+    return sa.Table(
+        name,
+        metadata,
+        sa.Column("app_name", sa.String(255), primary_key=True),
+        sa.Column("user_id", sa.String(255), primary_key=True),
+        sa.Column("memory_id", sa.String(64), primary_key=True),
+        sa.Column("memory", sa.Text, nullable=False),
+        sa.Column("topics", json_type, nullable=False),
+        sa.Column("kind", sa.String(32), nullable=False),
+        sa.Column("event_time", sa.BigInteger, nullable=True),
+        sa.Column("participants", json_type, nullable=False),
+        sa.Column("location", sa.Text, nullable=False),
+        sa.Column("created_at", sa.BigInteger, nullable=False),
+        sa.Column("updated_at", sa.BigInteger, nullable=False),
+        sa.Column("deleted_at", sa.BigInteger, nullable=True),
+        sa.Index(f"idx_{name}_user_updated", "app_name", "user_id", "updated_at"),
+    )
+
+
+def _json_list(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str | bytes):
+        value = json.loads(value)
+    return tuple(value)
+
+
+class _SQLTransaction:
+    def __init__(self, store: SQLStore, conn: AsyncConnection, key: UserKey) -> None:
+        self._store, self._conn, self._key = store, conn, key
+
+    async def get(self, memory_id: str) -> Entry | None:
+        return await self._store._get(self._conn, self._key, memory_id)
+
+    async def put(self, entry: Entry, vector: Sequence[float] | None = None) -> None:
+        if entry.app != self._key.app or entry.user != self._key.user:
+            raise ValueError("an entry can only be written inside its own user's section")
+        await self._conn.execute(self._store._upsert(self._store._row(entry)))
+
+    async def remove(self, memory_id: str) -> None:
+        t = self._store.table
+        await self._conn.execute(
+            sa.delete(t).where(self._store._scope(self._key), t.c.memory_id == memory_id)
+        )
+
+    async def count_active(self) -> int:
+        return await self._store._count(self._conn, self._key, include_deleted=False)
+
+
+class SQLStore:
+    """Base of the SQL stores. Subclasses set ``name``, build ``self.engine``
+    and may override ``_begin_user`` (serialise writers) and ``_upsert``."""
+
+    name = "sql"
+    capabilities = Capabilities(transactions=True, persistent=True, multi_process=True)
+    max_table_name = 64
+
+    def __init__(self, engine: AsyncEngine, *, table: str = "memories", location: str = "") -> None:
+        self.engine = engine
+        self.location = location
+        self.metadata = sa.MetaData()
+        self.table = memories_table(
+            self.metadata, validate_table_name(table, self.max_table_name), self._json_type()
+        )
+        #: The engine write sections run on (a dialect may tag it, e.g. SQLite's
+        #: BEGIN IMMEDIATE).
+        self._write_engine: AsyncEngine = engine
+        self._schema_ready = False
+
+    # -- hooks -----------------------------------------------------------
+
+    def _json_type(self) -> sa.types.TypeEngine:
+        return sa.JSON()
+
+    async def _begin_user(self, conn: AsyncConnection, key: UserKey) -> None:
+        """Called first in every atomic section: serialise this user's writers."""
+
+    def _upsert(self, row: dict[str, Any]) -> sa.Executable:
+        raise NotImplementedError
+
+    def _explain(self, exc: BaseException) -> str:
+        """One clear sentence for a driver error; never includes a password."""
+        orig = getattr(exc, "orig", None) or exc
+        return str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
+
+    # -- plumbing --------------------------------------------------------
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.location})" if self.location else self.name
+
+    def _error(self, action: str, exc: BaseException) -> BackendError:
+        return BackendError(
+            f"{self.name} backend at {self.location or '?'}: {action} failed: {self._explain(exc)}"
+        )
+
+    async def open(self) -> None:
+        if self._schema_ready:
+            return
+        try:
+            async with self._write_engine.begin() as conn:
+                await conn.run_sync(self.metadata.create_all, checkfirst=True)
+        except (SQLAlchemyError, OSError) as exc:
+            raise self._error("connecting and creating the table", exc) from exc
+        self._schema_ready = True
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+        self._schema_ready = False
+
+    def _scope(self, key: UserKey) -> sa.ColumnElement[bool]:
+        t = self.table
+        return sa.and_(t.c.app_name == key.app, t.c.user_id == key.user)
+
+    def _row(self, entry: Entry) -> dict[str, Any]:
+        m = entry.memory
+        return {
+            "app_name": entry.app,
+            "user_id": entry.user,
+            "memory_id": entry.id,
+            "memory": m.text,
+            "topics": list(m.topics),
+            "kind": m.kind,
+            "event_time": to_micros(m.event_time) if m.event_time is not None else None,
+            "participants": list(m.participants),
+            "location": m.location,
+            "created_at": to_micros(entry.created_at),
+            "updated_at": to_micros(entry.updated_at),
+            "deleted_at": to_micros(entry.deleted_at) if entry.deleted_at is not None else None,
+        }
+
+    @staticmethod
+    def _entry(row: Any) -> Entry:
+        memory = Memory(
+            text=row.memory,
+            topics=_json_list(row.topics),
+            kind=row.kind or "fact",
+            event_time=from_micros(row.event_time),
+            participants=_json_list(row.participants),
+            location=row.location or "",
+        )
+        return Entry(
+            id=row.memory_id,
+            app=row.app_name,
+            user=row.user_id,
+            memory=memory,
+            created_at=from_micros(row.created_at),
+            updated_at=from_micros(row.updated_at),
+            deleted_at=from_micros(row.deleted_at),
+        )
+
+    def _newest_first(self, stmt: sa.Select) -> sa.Select:
+        t = self.table
+        return stmt.order_by(t.c.updated_at.desc(), t.c.created_at.desc(), t.c.memory_id.asc())
+
+    async def _get(self, conn: AsyncConnection, key: UserKey, memory_id: str) -> Entry | None:
+        t = self.table
+        row = (await conn.execute(sa.select(t).where(self._scope(key), t.c.memory_id == memory_id))).first()
+        return self._entry(row) if row is not None else None
+
+    async def _count(self, conn: AsyncConnection, key: UserKey, *, include_deleted: bool) -> int:
+        t = self.table
+        stmt = sa.select(sa.func.count()).select_from(t).where(self._scope(key))
+        if not include_deleted:
+            stmt = stmt.where(t.c.deleted_at.is_(None))
+        return int((await conn.execute(stmt)).scalar_one())
+
+    async def _read(self, action: str, fn: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        await self.open()
+        try:
+            async with self.engine.connect() as conn:
+                return await fn(conn)
+        except (SQLAlchemyError, OSError) as exc:
+            raise self._error(action, exc) from exc
+
+    # -- Store -----------------------------------------------------------
+
+    async def atomic(self, key: UserKey, work: Callable[[_SQLTransaction], Awaitable[T]]) -> T:
+        await self.open()
+        try:
+            async with self._write_engine.begin() as conn:
+                await self._begin_user(conn, key)
+                return await work(_SQLTransaction(self, conn, key))
+        except (DBAPIError, OSError) as exc:
+            raise self._error("writing", exc) from exc
+
+    async def get(self, key: UserKey, memory_id: str) -> Entry | None:
+        return await self._read("reading", lambda conn: self._get(conn, key, memory_id))
+
+    async def list(self, key: UserKey, *, limit: int = 0, include_deleted: bool = False) -> list[Entry]:
+        t = self.table
+        stmt = self._newest_first(sa.select(t).where(self._scope(key)))
+        if not include_deleted:
+            stmt = stmt.where(t.c.deleted_at.is_(None))
+        if limit > 0:
+            stmt = stmt.limit(limit)
+
+        async def fetch(conn: AsyncConnection) -> list[Entry]:
+            return [self._entry(r) for r in (await conn.execute(stmt)).all()]
+
+        return await self._read("reading", fetch)
+
+    async def count(self, key: UserKey, *, include_deleted: bool = False) -> int:
+        return await self._read(
+            "counting", lambda conn: self._count(conn, key, include_deleted=include_deleted)
+        )
+
+    async def clear(self, key: UserKey, *, deleted_at: datetime | None) -> int:
+        t = self.table
+
+        async def work(tx: _SQLTransaction) -> int:
+            active = await tx.count_active()
+            if deleted_at is None:
+                await tx._conn.execute(sa.delete(t).where(self._scope(key)))
+            else:
+                await tx._conn.execute(
+                    sa.update(t)
+                    .where(self._scope(key), t.c.deleted_at.is_(None))
+                    .values(deleted_at=to_micros(deleted_at))
+                )
+            return active
+
+        return await self.atomic(key, work)
+
+    async def keyword_candidates(self, key: UserKey, query: str) -> list[Entry]:
+        return await self.list(key)

@@ -1,0 +1,131 @@
+"""SQLite: the embedded default. One file in the user data directory.
+
+Writers take SQLite's write lock up front (``BEGIN IMMEDIATE``) and wait for
+it (busy timeout), and the database runs in WAL mode, so several processes
+can share one file and no write is lost; readers never block writers.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.pool import StaticPool
+
+from memchat.engine.model import ConfigError
+
+from .sql import SQLStore
+
+ENV_DSN = "SQLITE_MEMORY_DSN"
+BUSY_TIMEOUT_MS = 30_000
+
+
+def default_path() -> Path:
+    from platformdirs import user_data_path
+
+    return user_data_path("memchat", appauthor=False) / "memories.db"
+
+
+def parse_dsn(dsn: str) -> str:
+    """A file path (or ``:memory:``) from any of the DSN spellings people use:
+    ``sqlite:///path``, ``sqlite+aiosqlite:///path``, the reference's
+    ``file:memories.db?_busy_timeout=5000``, or a bare path."""
+    text = dsn.strip()
+    if not text:
+        raise ConfigError(f"{ENV_DSN} is empty: give a file path such as sqlite:///memories.db")
+    for prefix in ("sqlite+aiosqlite://", "sqlite+pysqlite://", "sqlite://"):
+        if text.startswith(prefix):
+            rest = text[len(prefix) :]
+            if not rest:
+                return ":memory:"
+            if not rest.startswith("/"):
+                raise ConfigError(
+                    f"invalid SQLite DSN {dsn!r}: write sqlite:///relative.db or sqlite:////abs.db"
+                )
+            text = rest[1:] or ":memory:"
+            break
+    else:
+        if text.startswith("file:"):
+            text = text[len("file:") :]
+    path = unquote(text.split("?", 1)[0])
+    return path or ":memory:"
+
+
+class SQLiteStore(SQLStore):
+    name = "sqlite"
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        table: str = "memories",
+        env: Mapping[str, str] | None = None,
+        **engine_options: Any,
+    ) -> None:
+        env = os.environ if env is None else env
+        dsn = dsn or env.get(ENV_DSN) or ""
+        if dsn:
+            path = parse_dsn(dsn)
+        else:
+            default = default_path()
+            default.parent.mkdir(parents=True, exist_ok=True)
+            path = str(default)
+        self.path = path
+        if path == ":memory:":
+            engine = create_async_engine(
+                "sqlite+aiosqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False}
+            )
+        else:
+            engine = create_async_engine(
+                sa.URL.create("sqlite+aiosqlite", database=path),
+                connect_args={"timeout": BUSY_TIMEOUT_MS / 1000},
+                **engine_options,
+            )
+        _install_transaction_control(engine.sync_engine, wal=path != ":memory:")
+        super().__init__(engine, table=table, location=path)
+        self._write_engine = engine.execution_options(sqlite_immediate=True)
+
+    def _upsert(self, row: dict[str, Any]) -> sa.Executable:
+        stmt = sqlite_insert(self.table).values(**row)
+        keys = ("app_name", "user_id", "memory_id")
+        return stmt.on_conflict_do_update(
+            index_elements=list(keys), set_={k: stmt.excluded[k] for k in row if k not in keys}
+        )
+
+    def _explain(self, exc: BaseException) -> str:
+        text = super()._explain(exc)
+        if "unable to open database file" in text:
+            return (
+                f"cannot open {self.path}: its folder is missing or not writable; "
+                f"create it or set {ENV_DSN} to a writable file"
+            )
+        if "database is locked" in text:
+            return f"{self.path} stayed locked by another process for {BUSY_TIMEOUT_MS // 1000} s"
+        return text
+
+
+def _install_transaction_control(sync_engine: sa.Engine, *, wal: bool) -> None:
+    """Take transaction control from the driver so that a write section can
+    start with BEGIN IMMEDIATE (the write lock is taken before the first read,
+    so two processes cannot both read-then-write the same user)."""
+
+    @sa.event.listens_for(sync_engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if wal:
+            cursor.execute("PRAGMA journal_mode = WAL")
+            cursor.execute("PRAGMA synchronous = NORMAL")
+        cursor.close()
+
+    @sa.event.listens_for(sync_engine, "begin")
+    def _on_begin(conn: sa.Connection) -> None:
+        immediate = conn.get_execution_options().get("sqlite_immediate")
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")

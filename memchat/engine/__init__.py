@@ -1,0 +1,47 @@
+"""The memory engine: a library with no UI, CLI or LLM-client imports.
+
+from backends import create
+from memchat.engine import MemoryService, UserKey
+
+async with MemoryService(create("sqlite"), soft_delete=True) as svc:
+    entry = await svc.add(UserKey("my-app", "alice"), "Alice likes green tea", topics=["drinks"])
+"""
+
+from .ids import memory_id
+from .model import (
+    BackendError,
+    ConfigError,
+    Entry,
+    InvalidKeyError,
+    InvalidMemoryError,
+    MemchatError,
+    Memory,
+    MemoryConflictError,
+    MemoryLimitError,
+    MemoryNotFoundError,
+    Metadata,
+    SearchOptions,
+    UpdateResult,
+    UserKey,
+)
+from .service import DEFAULT_MEMORY_LIMIT, MemoryService
+
+__all__ = [
+    "DEFAULT_MEMORY_LIMIT",
+    "BackendError",
+    "ConfigError",
+    "Entry",
+    "InvalidKeyError",
+    "InvalidMemoryError",
+    "MemchatError",
+    "Memory",
+    "MemoryConflictError",
+    "MemoryLimitError",
+    "MemoryNotFoundError",
+    "MemoryService",
+    "Metadata",
+    "SearchOptions",
+    "UpdateResult",
+    "UserKey",
+    "memory_id",
+]
