@@ -22,12 +22,31 @@ REGISTRY: dict[str, tuple[str, str | None]] = {
 
 BACKEND_NAMES: tuple[str, ...] = tuple(REGISTRY)
 
+#: The nine backends of the reference, in its order; those not in REGISTRY yet
+#: are named as not available rather than unknown.
+REFERENCE_BACKENDS = (
+    "inmemory", "sqlite", "sqlitevec", "redis", "mysql", "mysqlvec", "postgres", "pgvector", "chromadb",
+)  # fmt: skip
+
+
+def check_name(name: str) -> str:
+    """The normalised backend name, or a ConfigError naming the valid ones.
+    Imports nothing."""
+    normalised = name.strip().lower() if isinstance(name, str) else ""
+    if normalised in REGISTRY:
+        return normalised
+    if normalised in REFERENCE_BACKENDS:
+        raise ConfigError(
+            f"the {normalised} backend is not available in this version yet: "
+            f"choose one of {', '.join(BACKEND_NAMES)}"
+        )
+    raise ConfigError(f"unknown memory backend {name!r}: choose one of {', '.join(BACKEND_NAMES)}")
+
 
 def store_class(name: str) -> type:
     """The Store class registered under ``name`` (imports its module now)."""
-    if not isinstance(name, str) or name.strip().lower() not in REGISTRY:
-        raise ConfigError(f"unknown memory backend {name!r}: choose one of {', '.join(BACKEND_NAMES)}")
-    target, extra = REGISTRY[name.strip().lower()]
+    name = check_name(name)
+    target, extra = REGISTRY[name]
     module_name, _, class_name = target.partition(":")
     try:
         module = importlib.import_module(module_name)
@@ -49,4 +68,4 @@ def create(name: str, **options: Any) -> Store:
     return store_class(name)(**options)
 
 
-__all__ = ["BACKEND_NAMES", "REGISTRY", "Capabilities", "Store", "Transaction", "create", "store_class"]
+__all__ = ["REFERENCE_BACKENDS", "check_name", "BACKEND_NAMES", "REGISTRY", "Capabilities", "Store", "Transaction", "create", "store_class"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import TypeVar
@@ -54,7 +54,8 @@ class InMemoryStore:
     name = "inmemory"
     capabilities = Capabilities(transactions=True)
 
-    def __init__(self) -> None:
+    def __init__(self, *, env: Mapping[str, str] | None = None) -> None:
+        # ``env`` is accepted like every store's, and unused: nothing to configure.
         self._users: dict[UserKey, dict[str, Entry]] = {}
         self._locks: dict[UserKey, asyncio.Lock] = {}
 

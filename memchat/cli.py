@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, TypeVar
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 
@@ -19,64 +19,144 @@ from .engine.model import MemchatError
 
 T = TypeVar("T")
 
-DEFAULT_APP = "memory-chat"
-DEFAULT_USER = "user"
 
 app = typer.Typer(
     name="memchat",
-    help="memchat: a terminal chat with long-term memory, and the memory engine behind it.",
-    no_args_is_help=True,
+    help=(
+        "memchat: chat with an assistant that remembers you, on any of nine storage backends.\n\n"
+        "Without OPENAI_API_KEY an offline rule-based model answers (it remembers and recalls what "
+        "you tell it). `memchat memory --help` inspects and edits stored memories."
+    ),
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
 )
 memory_app = typer.Typer(help="Inspect and edit stored memories without the chat.", no_args_is_help=True)
 app.add_typer(memory_app, name="memory")
+
+
+def _backend_epilog() -> str:
+    from .settings import BACKEND_VARIABLES
+
+    lines = ["Backend variables (environment or .env):"]
+    for backend, names in BACKEND_VARIABLES.items():
+        lines.append(f"  {backend}: {', '.join(names)}")
+    lines.append("Model: OPENAI_API_KEY, OPENAI_BASE_URL, MEMCHAT_MODEL (or MODEL_NAME).")
+    lines.append("Defaults: MEMCHAT_MEMORY, MEMCHAT_USER, MEMCHAT_APP, MEMCHAT_PRELOAD, MEMCHAT_STREAMING.")
+    return "\n\n".join(lines)
+
 
 BackendOpt = Annotated[
     str | None,
     typer.Option(
         "--memory",
         "-m",
-        help="Storage backend (default: $MEMCHAT_MEMORY, else sqlite in the user data folder).",
+        help="Storage backend: inmemory, sqlite, sqlitevec, redis, mysql, mysqlvec, postgres, pgvector, "
+        "chromadb (default: $MEMCHAT_MEMORY, else sqlite in the user data folder).",
         show_default=False,
     ),
 ]
-UserOpt = Annotated[str, typer.Option("--user", "-u", envvar="MEMCHAT_USER", help="User id.")]
-AppOpt = Annotated[str, typer.Option("--app", envvar="MEMCHAT_APP", help="App name.")]
+UserOpt = Annotated[
+    str | None, typer.Option("--user", "-u", help="User id (default: user).", show_default=False)
+]
+AppOpt = Annotated[
+    str | None, typer.Option("--app", help="App name (default: memory-chat).", show_default=False)
+]
 SoftOpt = Annotated[
-    bool, typer.Option("--soft-delete/--hard-delete", help="Keep deleted memories as restorable tombstones.")
+    bool | None,
+    typer.Option(
+        "--soft-delete/--hard-delete",
+        help="Keep deleted memories as restorable tombstones (default: hard).",
+        show_default=False,
+    ),
+]
+EnvFileOpt = Annotated[
+    Path | None, typer.Option("--env-file", help="Read variables from this file instead of ./.env.")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
 
-def _fail(message: str, code: int = 2) -> None:
+def _fail(message: str, code: int = 2) -> NoReturn:
     typer.echo(f"memchat: {message}", err=True)
     raise typer.Exit(code)
 
 
-def _run(
-    backend: str | None,
-    user: str,
-    app_name: str,
-    soft: bool,
-    action: Callable[[Any, Any], Awaitable[T]],
-) -> T:
+def _settings(**flags: Any) -> Any:
+    from .settings import Settings
+
+    env_file = flags.pop("env_file", None)
+    try:
+        return Settings.load(flags, env_file=env_file)
+    except MemchatError as exc:
+        _fail(str(exc))
+
+
+def _run(settings: Any, action: Callable[[Any, Any], Awaitable[T]]) -> T:
     """Open the chosen backend, run ``action(service, key)``, close, and turn
     every expected failure into one line on stderr with exit code 2."""
-    from backends import create
-    from memchat.engine import MemoryService, UserKey
+    from memchat.engine import UserKey
 
-    name = backend or os.environ.get("MEMCHAT_MEMORY") or "sqlite"
+    from .agent.factory import create_service
 
     async def main() -> T:
-        async with MemoryService(create(name), soft_delete=soft) as svc:
-            return await action(svc, UserKey(app_name, user))
+        async with create_service(settings) as svc:
+            return await action(svc, UserKey(settings.app, settings.user))
 
     try:
         return asyncio.run(main())
     except MemchatError as exc:
         _fail(str(exc))
-    raise AssertionError("unreachable")
+
+
+@app.callback(invoke_without_command=True, epilog=None)
+def chat(
+    ctx: typer.Context,
+    memory: BackendOpt = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model", help="Chat model (default: deepseek-v4-flash; 'offline' for the offline model)."
+        ),
+    ] = None,
+    streaming: Annotated[
+        bool | None,
+        typer.Option("--streaming/--no-streaming", help="Stream answers token by token (default: on)."),
+    ] = None,
+    soft_delete: SoftOpt = None,
+    preload: Annotated[
+        int | None,
+        typer.Option("--preload", help="Memories put in the prompt: 0 off (default), N adaptive, -1 all."),
+    ] = None,
+    user: UserOpt = None,
+    app_name: AppOpt = None,
+    plain: Annotated[
+        bool, typer.Option("--plain", help="Line-mode chat (automatic when not on a terminal).")
+    ] = False,
+    env_file: EnvFileOpt = None,
+    enable_tool: Annotated[
+        list[str] | None,
+        typer.Option("--enable-tool", help="Enable a memory tool, e.g. memory_delete (repeatable)."),
+    ] = None,
+    disable_tool: Annotated[
+        list[str] | None, typer.Option("--disable-tool", help="Disable a memory tool (repeatable).")
+    ] = None,
+) -> None:
+    """Chat with long-term memory."""
+    ctx.obj = {"env_file": env_file}
+    if ctx.invoked_subcommand is not None:
+        return
+    settings = _settings(
+        memory=memory, model=model, streaming=streaming, soft_delete=soft_delete, preload=preload,
+        user=user, app=app_name, enable_tools=tuple(enable_tool or ()),
+        disable_tools=tuple(disable_tool or ()), env_file=env_file,
+    )  # fmt: skip
+    from .console import run_console
+
+    try:
+        code = asyncio.run(run_console(settings))
+    except MemchatError as exc:
+        _fail(str(exc))
+    raise typer.Exit(code)
 
 
 def _print_entries(entries: list[Any], as_json: bool) -> None:
@@ -108,66 +188,75 @@ async def _resolve(svc: Any, key: Any, prefix: str) -> str:
     raise MemchatError(f"ID prefix {prefix!r} matches {len(matches)} memories: give more characters")
 
 
+def _memory_settings(
+    ctx: typer.Context, backend: str | None, user: str | None, app_name: str | None, soft: bool | None = None
+) -> Any:
+    parent = (ctx.find_root().obj or {}) if ctx else {}
+    return _settings(
+        memory=backend, user=user, app=app_name, soft_delete=soft, env_file=parent.get("env_file")
+    )
+
+
 @memory_app.command("list")
 def list_memories(
+    ctx: typer.Context,
     backend: BackendOpt = None,
-    user: UserOpt = DEFAULT_USER,
-    app_name: AppOpt = DEFAULT_APP,
+    user: UserOpt = None,
+    app_name: AppOpt = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many (0: all).")] = 0,
     deleted: Annotated[bool, typer.Option("--deleted", help="Include soft-deleted memories.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """List memories, newest first."""
-    entries = _run(
-        backend, user, app_name, False, lambda svc, key: svc.read(key, limit, include_deleted=deleted)
-    )
-    _print_entries(entries, as_json)
+    settings = _memory_settings(ctx, backend, user, app_name)
+    _print_entries(_run(settings, lambda svc, key: svc.read(key, limit, include_deleted=deleted)), as_json)
 
 
 @memory_app.command("search")
 def search_memories(
+    ctx: typer.Context,
     query: Annotated[str, typer.Argument(help="What to look for.")],
     backend: BackendOpt = None,
-    user: UserOpt = DEFAULT_USER,
-    app_name: AppOpt = DEFAULT_APP,
+    user: UserOpt = None,
+    app_name: AppOpt = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many results.")] = 10,
     as_json: JsonOpt = False,
 ) -> None:
     """Search memories by keywords (English and Chinese)."""
     from memchat.engine import SearchOptions
 
-    entries = _run(
-        backend,
-        user,
-        app_name,
-        False,
-        lambda svc, key: svc.search(key, query, SearchOptions(max_results=limit)),
-    )
-    _print_entries(entries, as_json)
+    settings = _memory_settings(ctx, backend, user, app_name)
+    options = SearchOptions(max_results=limit)
+    _print_entries(_run(settings, lambda svc, key: svc.search(key, query, options)), as_json)
 
 
 @memory_app.command("add")
 def add_memory(
+    ctx: typer.Context,
     text: Annotated[str, typer.Argument(help="The memory, e.g. 'Likes green tea'.")],
     topic: Annotated[
         list[str] | None, typer.Option("--topic", "-t", help="A topic tag (repeatable).")
     ] = None,
     backend: BackendOpt = None,
-    user: UserOpt = DEFAULT_USER,
-    app_name: AppOpt = DEFAULT_APP,
+    user: UserOpt = None,
+    app_name: AppOpt = None,
 ) -> None:
     """Add a memory (adding the same text again just refreshes it)."""
-    entry = _run(backend, user, app_name, False, lambda svc, key: svc.add(key, text, topics=topic or []))
+    settings = _memory_settings(ctx, backend, user, app_name)
+    entry = _run(settings, lambda svc, key: svc.add(key, text, topics=topic or []))
     typer.echo(f"Added {entry.id}")
 
 
 @memory_app.command("delete")
 def delete_memory(
+    ctx: typer.Context,
     memory_id: Annotated[str, typer.Argument(help="Memory ID or a unique prefix of it.")],
     backend: BackendOpt = None,
-    user: UserOpt = DEFAULT_USER,
-    app_name: AppOpt = DEFAULT_APP,
-    soft: SoftOpt = True,
+    user: UserOpt = None,
+    app_name: AppOpt = None,
+    soft: Annotated[
+        bool, typer.Option("--soft-delete/--hard-delete", help="Keep a restorable tombstone (default).")
+    ] = True,
 ) -> None:
     """Delete one memory (restorable unless --hard-delete)."""
 
@@ -176,49 +265,56 @@ def delete_memory(
         await svc.delete(key, full)
         return full
 
-    full = _run(backend, user, app_name, soft, action)
+    full = _run(_memory_settings(ctx, backend, user, app_name, soft), action)
     typer.echo(f"Deleted {full}" + ("" if soft else " for good"))
 
 
 @memory_app.command("restore")
 def restore_memory(
+    ctx: typer.Context,
     memory_id: Annotated[str, typer.Argument(help="Memory ID or a unique prefix of it.")],
     backend: BackendOpt = None,
-    user: UserOpt = DEFAULT_USER,
-    app_name: AppOpt = DEFAULT_APP,
+    user: UserOpt = None,
+    app_name: AppOpt = None,
 ) -> None:
     """Bring back a soft-deleted memory."""
 
     async def action(svc: Any, key: Any) -> Any:
         return await svc.restore(key, await _resolve(svc, key, memory_id))
 
-    entry = _run(backend, user, app_name, True, action)
+    entry = _run(_memory_settings(ctx, backend, user, app_name, True), action)
     typer.echo(f"Restored {entry.id}: {entry.memory.text}")
 
 
 @memory_app.command("clear")
 def clear_memories(
+    ctx: typer.Context,
     backend: BackendOpt = None,
-    user: UserOpt = DEFAULT_USER,
-    app_name: AppOpt = DEFAULT_APP,
-    soft: SoftOpt = True,
+    user: UserOpt = None,
+    app_name: AppOpt = None,
+    soft: Annotated[
+        bool, typer.Option("--soft-delete/--hard-delete", help="Keep restorable tombstones (default).")
+    ] = True,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
 ) -> None:
     """Delete all of one user's memories."""
-    if not yes and not typer.confirm(f"Delete every memory of user {user!r} in app {app_name!r}?"):
+    settings = _memory_settings(ctx, backend, user, app_name, soft)
+    if not yes and not typer.confirm(
+        f"Delete every memory of user {settings.user!r} in app {settings.app!r}?"
+    ):
         raise typer.Exit(1)
-    count = _run(backend, user, app_name, soft, lambda svc, key: svc.clear(key))
-    typer.echo(f"Cleared {count} memories")
+    typer.echo(f"Cleared {_run(settings, lambda svc, key: svc.clear(key))} memories")
 
 
 @memory_app.command("count")
 def count_memories(
+    ctx: typer.Context,
     backend: BackendOpt = None,
-    user: UserOpt = DEFAULT_USER,
-    app_name: AppOpt = DEFAULT_APP,
+    user: UserOpt = None,
+    app_name: AppOpt = None,
 ) -> None:
     """How many memories the user has."""
-    typer.echo(str(_run(backend, user, app_name, False, lambda svc, key: svc.count(key))))
+    typer.echo(str(_run(_memory_settings(ctx, backend, user, app_name), lambda svc, key: svc.count(key))))
 
 
 def main() -> None:

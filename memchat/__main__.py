@@ -1,0 +1,3 @@
+from memchat.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""The chat loop, independent of any UI: models, the runner and its events."""

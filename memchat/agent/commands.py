@@ -1,0 +1,58 @@
+"""Slash commands, parsed the same way by the console and the TUI."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+#: The reference example rewrites /memory into this user message.
+MEMORY_PROMPT = "show what you remember about me"
+
+
+class Command(enum.Enum):
+    EMPTY = "empty"
+    MESSAGE = "message"
+    EXIT = "/exit"
+    NEW = "/new"
+    MEMORY = "/memory"
+    HELP = "/help"
+    STREAM = "/stream"
+    UNKNOWN = "unknown"
+
+
+#: name → what it does, in the order /help lists them.
+COMMANDS = {
+    "/memory": "Show user memories",
+    "/new": "Start a new session (memories are kept)",
+    "/stream": "Toggle streaming output",
+    "/help": "Show the commands",
+    "/exit": "End the conversation",
+}
+
+
+@dataclass(frozen=True)
+class Parsed:
+    kind: Command
+    #: The message to send (for MESSAGE and MEMORY), or the unknown command.
+    text: str = ""
+
+
+def parse_command(line: str) -> Parsed:
+    """Commands are case-insensitive and trimmed; anything else is a message."""
+    text = line.strip()
+    if not text:
+        return Parsed(Command.EMPTY)
+    if not text.startswith("/"):
+        return Parsed(Command.MESSAGE, text)
+    word = text.split()[0].lower()
+    if word == "/memory":
+        return Parsed(Command.MEMORY, MEMORY_PROMPT)
+    for kind in (Command.EXIT, Command.NEW, Command.HELP, Command.STREAM):
+        if word == kind.value:
+            return Parsed(kind)
+    if word in ("/quit", "/bye"):
+        return Parsed(Command.EXIT)
+    # "/usr/bin is slow" is a message, not a command: only single-word /names are commands.
+    if "/" in word[1:] or len(text.split()) > 1:
+        return Parsed(Command.MESSAGE, text)
+    return Parsed(Command.UNKNOWN, word)

@@ -1,0 +1,63 @@
+"""Typed events a turn yields. The console, the TUI and the tests consume
+exactly these; none of them talks to the model or a backend directly."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .llm import ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of the assistant's answer (the whole answer when not streaming)."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallsRequested:
+    """The model asked for these tool calls (one round; possibly parallel)."""
+
+    calls: tuple[ToolCall, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolExecuting:
+    call: ToolCall
+
+
+@dataclass(frozen=True, slots=True)
+class ToolFinished:
+    call: ToolCall
+    content: str
+    is_error: bool
+    elapsed: float
+
+
+@dataclass(frozen=True, slots=True)
+class TurnError:
+    """Something went wrong; the turn ends but the session stays usable."""
+
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStats:
+    time_to_first_token: float | None
+    completion_tokens: int
+    tokens_per_second: float | None
+    tool_time: float
+    tool_calls: int
+    elapsed: float
+
+
+@dataclass(frozen=True, slots=True)
+class TurnDone:
+    """Always the last event of a turn."""
+
+    text: str
+    stopped: bool = False
+
+
+Event = TextDelta | ToolCallsRequested | ToolExecuting | ToolFinished | TurnError | TurnStats | TurnDone

@@ -1,0 +1,242 @@
+"""The Runner: one chat session over a model and a memory service.
+
+One turn = preload → model → tool calls → tool results → model … → done,
+yielded as typed events (``events.py``). The session history stays valid for
+the next turn whatever happens: a model error, a tool error, too many tool
+rounds, or the turn being cancelled half-way (the partial answer is kept and
+every requested tool call gets a result message).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+
+from memchat.engine import MemoryService, UserKey
+from memchat.engine.preload import build_preload_block, merge_into_system, select_preload
+from memchat.engine.tools import Tool, ToolResult
+
+from .events import (
+    Event,
+    TextDelta,
+    ToolCallsRequested,
+    ToolExecuting,
+    ToolFinished,
+    TurnDone,
+    TurnError,
+    TurnStats,
+)
+from .llm import ChatModel, Message, ModelError, ModelReply, TextChunk, ToolCall
+
+APP_NAME = "memory-chat"
+AGENT_NAME = "memory-assistant"
+DEFAULT_USER = "user"
+DEFAULT_MAX_TOOL_ROUNDS = 8
+
+SYSTEM_PROMPT = (
+    "You are memory-assistant, a helpful AI assistant with memory capabilities. "
+    "You can remember what the user tells you across conversations with your memory tools: "
+    "store durable facts about the user when they share them, search your memories when an answer "
+    "may depend on what you know about the user, update memories that changed, and delete one only "
+    "when the user asks you to forget it. Answer in the user's language."
+)
+
+
+class SessionClock:
+    """Session ids ``memory-session-<unix seconds>``, strictly increasing even
+    when ``/new`` is typed twice within a second."""
+
+    def __init__(self, now: Callable[[], float] = time.time) -> None:
+        self._now = now
+        self._last = 0
+
+    def new_id(self) -> str:
+        self._last = max(int(self._now()), self._last + 1)
+        return f"memory-session-{self._last}"
+
+
+class Runner:
+    def __init__(
+        self,
+        model: ChatModel,
+        service: MemoryService,
+        *,
+        app: str = APP_NAME,
+        user: str = DEFAULT_USER,
+        streaming: bool = True,
+        preload: int = 0,
+        max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
+        system_prompt: str = SYSTEM_PROMPT,
+        session_clock: SessionClock | None = None,
+    ) -> None:
+        self.model = model
+        self.service = service
+        self.key = UserKey(app, user)
+        self.streaming = streaming
+        self.preload = preload
+        self.max_tool_rounds = max(1, max_tool_rounds)
+        self.system_prompt = system_prompt
+        self.tools: dict[str, Tool] = {t.name: t for t in service.tools()}
+        self._sessions = session_clock or SessionClock()
+        self.session_id = self._sessions.new_id()
+        self.history: list[Message] = []
+
+    @property
+    def tool_names(self) -> list[str]:
+        return sorted(self.tools)
+
+    def new_session(self) -> tuple[str, str]:
+        """Start a new conversation; memories are kept. Returns (previous, current)."""
+        previous = self.session_id
+        self.session_id = self._sessions.new_id()
+        self.history = []
+        return previous, self.session_id
+
+    async def _request(self, user_text: str) -> list[Message]:
+        messages: list[Message] = [{"role": "system", "content": self.system_prompt}, *self.history]
+        if self.preload:
+            entries = await select_preload(self.service, self.key, self.preload, user_text)
+            messages = merge_into_system(messages, build_preload_block(entries))
+        return messages
+
+    async def _call_tool(self, call: ToolCall) -> tuple[ToolResult, float]:
+        started = time.perf_counter()
+        tool = self.tools.get(call.name)
+        if tool is None:
+            available = ", ".join(self.tool_names) or "none"
+            result = ToolResult(
+                content=f'{{"error": "unknown tool {call.name}; available tools: {available}"}}',
+                is_error=True,
+            )
+        else:
+            result = await tool.run(call.arguments, self.key)
+        return result, time.perf_counter() - started
+
+    async def run(self, user_text: str) -> AsyncIterator[Event]:
+        """Run one turn. Always ends with ``TurnDone`` unless cancelled."""
+        started = time.perf_counter()
+        first_token: float | None = None
+        last_token: float | None = None
+        completion_tokens = 0
+        tool_time = 0.0
+        tool_calls = 0
+        answer: list[str] = []  # text of the current model round, until it is committed
+        text_so_far: list[str] = []
+        pending_calls: list[ToolCall] = []  # requested, not yet answered in history
+        self.history.append({"role": "user", "content": user_text})
+
+        def stats() -> TurnStats:
+            streaming_time = (last_token - first_token) if first_token and last_token else 0.0
+            rate = completion_tokens / streaming_time if streaming_time > 0 and completion_tokens else None
+            return TurnStats(
+                time_to_first_token=(first_token - started) if first_token else None,
+                completion_tokens=completion_tokens,
+                tokens_per_second=rate,
+                tool_time=tool_time,
+                tool_calls=tool_calls,
+                elapsed=time.perf_counter() - started,
+            )
+
+        try:
+            try:
+                messages = await self._request(user_text)
+            except Exception as exc:  # preload failing must not cost the user the turn
+                messages = [{"role": "system", "content": self.system_prompt}, *self.history]
+                yield TurnError(f"could not preload memories: {exc}")
+            for round_number in range(self.max_tool_rounds + 1):
+                reply: ModelReply | None = None
+                async for event in self.model.stream(
+                    messages, [t.schema for t in self.tools.values()], streaming=self.streaming
+                ):
+                    if isinstance(event, TextChunk):
+                        if not event.text:
+                            continue
+                        now = time.perf_counter()
+                        first_token = first_token or now
+                        last_token = now
+                        answer.append(event.text)
+                        text_so_far.append(event.text)
+                        yield TextDelta(event.text)
+                    else:
+                        reply = event
+                if reply is None:
+                    raise ModelError("the model ended its answer without a final message")
+                answer.clear()
+                if reply.usage:
+                    completion_tokens += reply.usage.completion_tokens
+                message = reply.to_message()
+                self.history.append(message)
+                messages.append(message)
+                if not reply.tool_calls:
+                    break
+                pending_calls = list(reply.tool_calls)
+                if round_number == self.max_tool_rounds:
+                    self._answer_pending(pending_calls, "not run: the tool round limit was reached")
+                    pending_calls = []
+                    yield TurnError(
+                        f"stopped after {self.max_tool_rounds} rounds of tool calls in one turn; "
+                        "ask again or rephrase"
+                    )
+                    break
+                yield ToolCallsRequested(reply.tool_calls)
+                tasks = [asyncio.ensure_future(self._call_tool(c)) for c in reply.tool_calls]
+                try:
+                    for call in reply.tool_calls:
+                        yield ToolExecuting(call)
+                    for call, task in zip(reply.tool_calls, tasks, strict=True):
+                        result, elapsed = await task
+                        tool_time += elapsed
+                        tool_calls += 1
+                        tool_message = {"role": "tool", "tool_call_id": call.id, "content": result.content}
+                        self.history.append(tool_message)
+                        messages.append(tool_message)
+                        pending_calls.remove(call)
+                        yield ToolFinished(call, result.content, result.is_error, elapsed)
+                finally:
+                    for task in tasks:
+                        task.cancel()
+        except ModelError as exc:
+            self._commit_partial(answer)
+            answer.clear()
+            yield TurnError(str(exc))
+        except (asyncio.CancelledError, GeneratorExit):
+            self._commit_partial(answer, stopped=True)
+            self._answer_pending(pending_calls, "cancelled: the user stopped the turn")
+            raise
+        yield stats()
+        yield TurnDone("".join(text_so_far))
+
+    def _commit_partial(self, answer: list[str], stopped: bool = False) -> None:
+        """Keep a partial answer in the history so the next turn sees it."""
+        if answer:
+            text = "".join(answer) + (" [stopped]" if stopped else "")
+            self.history.append({"role": "assistant", "content": text})
+
+    def _answer_pending(self, calls: list[ToolCall], why: str) -> None:
+        """Every tool call in the history must have a result, or the next
+        request is rejected by the API."""
+        for call in calls:
+            self.history.append({"role": "tool", "tool_call_id": call.id, "content": f'{{"error": "{why}"}}'})
+
+
+#: The order the reference's banner lists tools in.
+BANNER_ORDER = (
+    "memory_add",
+    "memory_update",
+    "memory_search",
+    "memory_load",
+    "memory_delete",
+    "memory_clear",
+)
+
+
+def tool_summary(runner: Runner) -> tuple[str, str]:
+    """The banner's two lines: the tools the model has, and the ones that are off."""
+    enabled = [n for n in BANNER_ORDER if n in runner.tools]
+    off = [n for n in BANNER_ORDER if n not in runner.tools]
+    note = f"({', '.join(off)} disabled by default, can be enabled with --enable-tool)" if off else ""
+    return ", ".join(enabled) or "none", note
+
+
+__all__ = ["APP_NAME", "DEFAULT_USER", "Runner", "SessionClock", "tool_summary"]

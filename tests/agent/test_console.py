@@ -1,0 +1,155 @@
+"""The console transcript of the seed's demo, line by line, through the real CLI."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DEMO_INPUT = "你好，我是张三，我喜欢 Go 语言编程\n/new\n 我喜欢什么?\n/exit\n"
+
+EXPECTED = """\
+🧠 Simple Memory Chat
+Model: offline
+Memory Service: {backend}
+{describe}
+Streaming: true
+Available tools: memory_add, memory_update, memory_search, memory_load
+(memory_delete, memory_clear disabled by default, can be enabled with --enable-tool)
+ℹ️  Offline model (no OPENAI_API_KEY is set): it remembers and recalls what you tell it. Set OPENAI_API_KEY (and OPENAI_BASE_URL) for a real model.
+==================================================
+✅ Memory chat ready! Session: memory-session-<T1>
+
+💡 Special commands:
+   /memory   - Show user memories
+   /new      - Start a new session (memories are kept)
+   /stream   - Toggle streaming output
+   /help     - Show the commands
+   /exit     - End the conversation
+
+👤 You: 你好，我是张三，我喜欢 Go 语言编程
+🤖 Assistant: 你好张三！很高兴认识你，我把这个记下来。
+🔧 Memory tool calls initiated:
+   • memory_add (ID: <CALL1>)
+     Args: {{"memory": "张三喜欢 Go 语言编程", "topics": ["programming", "go", "interests", "technology"]}}
+
+🔄 Executing memory tools...
+✅ Memory tool response (ID: <CALL1>): {{"message":"Memory added successfully","memory":"张三喜欢 Go 语言编程","topics":["programming","go","interests","technology"]}}
+好的，我记住了：张三喜欢 Go 语言编程。
+
+👤 You: /new
+🆕 Started new memory session!
+   Previous: memory-session-<T1>
+   Current:  memory-session-<T2>
+   (Conversation history has been reset, memories are preserved)
+
+👤 You:  我喜欢什么?
+🤖 Assistant: 我来查看一下记忆。
+🔧 Memory tool calls initiated:
+   • memory_search (ID: <CALL2>)
+     Args: {{"query": "喜欢"}}
+
+🔄 Executing memory tools...
+✅ Memory tool response (ID: <CALL2>): {{"query":"喜欢","results":[{{"id":"bf97108fefa50daf9490be2bc35a7d189a71150cdcc3545e20b9e812d6ead2a8","memory":"张三喜欢 Go 语言编程","topics":["programming","go","interests","technology"],"created":"<TIME>","kind":"fact","score":0.5856}}],"count":1}}
+根据我的记忆：
+- 张三喜欢 Go 语言编程
+
+👤 You: /exit
+👋 Goodbye!
+"""
+
+
+def normalise(text: str) -> str:
+    sessions: dict[str, str] = {}
+    calls: dict[str, str] = {}
+
+    def session(m: re.Match[str]) -> str:
+        return "memory-session-" + sessions.setdefault(m.group(1), f"<T{len(sessions) + 1}>")
+
+    def call(m: re.Match[str]) -> str:
+        return calls.setdefault(m.group(0), f"<CALL{len(calls) + 1}>")
+
+    text = re.sub(r"memory-session-(\d+)", session, text)
+    text = re.sub(r"call_\d\d_[0-9a-f]{24}", call, text)
+    return re.sub(r'"created":"[^"]+"', '"created":"<TIME>"', text)
+
+
+def run_memchat(args: list[str], stdin: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MEMCHAT_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "memchat", *args],
+        input=stdin, capture_output=True, text=True, timeout=60, env={**clean, **env},
+        cwd=Path(__file__).parent,
+    )  # fmt: skip
+
+
+def test_seed_demo_transcript_on_sqlite(tmp_path) -> None:
+    db = tmp_path / "demo.db"
+    result = run_memchat(["--plain", "--memory", "sqlite"], DEMO_INPUT, {"SQLITE_MEMORY_DSN": str(db)})
+    assert result.returncode == 0, result.stderr
+    expected = EXPECTED.format(backend="sqlite", describe=f"sqlite ({db})")
+    assert normalise(result.stdout).splitlines() == expected.splitlines()
+
+
+def test_memories_survive_a_restart_on_the_default_backend(tmp_path) -> None:
+    env = {"XDG_DATA_HOME": str(tmp_path)}
+    run_memchat(["--plain"], "I live in Berlin\n/exit\n", env)
+    result = run_memchat(["--plain"], "where do I live?\n", env)
+    assert "User lives in Berlin" in result.stdout
+    assert (tmp_path / "memchat" / "memories.db").exists()
+
+
+def test_non_streaming_prints_the_same_transcript(tmp_path) -> None:
+    env = {"SQLITE_MEMORY_DSN": str(tmp_path / "a.db")}
+    streamed = run_memchat(["--plain"], DEMO_INPUT, env)
+    env = {"SQLITE_MEMORY_DSN": str(tmp_path / "b.db")}
+    whole = run_memchat(["--plain", "--no-streaming"], DEMO_INPUT, env)
+    strip = lambda text: [  # noqa: E731
+        line for line in normalise(text).splitlines() if not line.startswith(("Streaming:", "sqlite ("))
+    ]
+    assert strip(streamed.stdout) == strip(whole.stdout)
+    assert "Streaming: false" in whole.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--memory", "mongo"], "unknown memory backend 'mongo': choose one of"),
+        (["--memory", "chromadb"], "chromadb backend is not available"),
+        (["--preload", "-5"], "preload must be -1"),
+        (["--enable-tool", "memory_nuke"], "unknown tool 'memory_nuke'"),
+    ],
+)
+def test_bad_flags_are_one_line_and_exit_code_2(args, needle) -> None:
+    result = run_memchat(["--plain", *args], "/exit\n", {})
+    assert result.returncode == 2
+    assert needle in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+def test_an_unwritable_database_is_one_line_and_exit_code_2(tmp_path) -> None:
+    result = run_memchat(["--plain"], "hi\n", {"SQLITE_MEMORY_DSN": str(tmp_path / "no" / "such" / "x.db")})
+    assert result.returncode == 2
+    assert "SQLITE_MEMORY_DSN" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_piped_example_from_the_issue_works(tmp_path) -> None:
+    result = run_memchat(["--plain"], "I like Go\n/new\nWhat do I like?\n/exit\n",
+                         {"SQLITE_MEMORY_DSN": str(tmp_path / "x.db")})
+    assert result.returncode == 0
+    after_new = result.stdout.split("Started new memory session")[1]
+    assert "User likes Go" in after_new
+
+
+def test_commands_help_stream_unknown_and_memory(tmp_path) -> None:
+    result = run_memchat(["--plain"], "I like tea\n/help\n/stream\n/bogus\n/memory\n/exit\n",
+                         {"SQLITE_MEMORY_DSN": str(tmp_path / "x.db")})
+    out = result.stdout
+    assert "🔁 Streaming: false" in out
+    assert "Unknown command /bogus" in out
+    assert '"memory_load"' not in out and "memory_load (ID:" in out  # /memory asks the model
+    assert "User likes tea" in out.split("memory_load (ID:")[1]
