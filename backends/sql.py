@@ -2,21 +2,26 @@
 
 SQLite, MySQL/MariaDB and PostgreSQL differ only in how a DSN is built, how a
 user's writers are serialised, and how an upsert is spelt; subclasses supply
-those three hooks. Rows hold the normalised memory in plain columns (no JSON
-blob to drift from the columns), times as integer microseconds since the
-epoch so ordering is exact and identical on every dialect.
+those three hooks (and may take over schema creation, ``_create_schema``).
+Rows hold the normalised memory in plain columns (no JSON blob to drift from
+the columns), times as integer microseconds since the epoch so ordering is
+exact and identical on every dialect.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import hashlib
 import json
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.dialects.mysql import MEDIUMTEXT
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from memchat.engine.model import (
@@ -29,6 +34,7 @@ from memchat.engine.model import (
     to_micros,
 )
 
+from ._cache import DecodeCache
 from .base import Capabilities
 
 T = TypeVar("T")
@@ -36,23 +42,60 @@ T = TypeVar("T")
 _TABLE_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
-def validate_table_name(name: str, max_length: int = 64) -> str:
-    if not isinstance(name, str) or not _TABLE_NAME.match(name) or len(name) > max_length:
+def validate_table_name(name: str, max_length: int = 64, what: str = "table name") -> str:
+    """Reference §4.0: ``^[a-zA-Z_][a-zA-Z0-9_]*$``, at most ``max_length``
+    characters (64; 63 on PostgreSQL). Also used for schema names."""
+    if not isinstance(name, str) or not _TABLE_NAME.fullmatch(name) or len(name) > max_length:
         raise ConfigError(
-            f"invalid table name {name!r}: use letters, digits and underscores, "
+            f"invalid {what} {name!r}: use letters, digits and underscores, "
             f"not starting with a digit, at most {max_length} characters"
         )
     return name
 
 
-def memories_table(metadata: sa.MetaData, name: str, json_type: sa.types.TypeEngine) -> sa.Table:
+def short_identifier(name: str, max_length: int = 63) -> str:
+    """``name`` if it fits the server's identifier limit (63 on PostgreSQL, 64
+    on MySQL), else a stable shortening that ends in a hash of the whole name."""
+    if len(name) <= max_length:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:12]
+    return f"{name[: max_length - 13]}_{digest}"
+
+
+def lock_key(*parts: str) -> int:
+    """A signed 64-bit number for ``parts`` (for ``pg_advisory_xact_lock``):
+    the first 8 bytes of sha256 over the NUL-joined parts."""
+    digest = hashlib.sha256("\0".join(parts).encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def mask_secret(text: str, secret: str | None) -> str:
+    """``text`` with every occurrence of ``secret`` (a password) replaced by ***.
+    A safety net only: messages are built without the password in the first
+    place, and one of under 4 characters is left alone (masking it would
+    garble the message and hide nothing worth hiding)."""
+    if secret and len(secret) >= 4:
+        text = text.replace(secret, "***")
+    return text
+
+
+def memories_table(
+    metadata: sa.MetaData,
+    name: str,
+    json_type: sa.types.TypeEngine,
+    *,
+    schema: str | None = None,
+    **table_options: Any,
+) -> sa.Table:
+    # MySQL's TEXT holds 64 KiB, too little for long utf8mb4 memories.
+    text_type = sa.Text().with_variant(MEDIUMTEXT(), "mysql", "mariadb")
     return sa.Table(
         name,
         metadata,
         sa.Column("app_name", sa.String(255), primary_key=True),
         sa.Column("user_id", sa.String(255), primary_key=True),
         sa.Column("memory_id", sa.String(64), primary_key=True),
-        sa.Column("memory", sa.Text, nullable=False),
+        sa.Column("memory", text_type, nullable=False),
         sa.Column("topics", json_type, nullable=False),
         sa.Column("kind", sa.String(32), nullable=False),
         sa.Column("event_time", sa.BigInteger, nullable=True),
@@ -61,7 +104,9 @@ def memories_table(metadata: sa.MetaData, name: str, json_type: sa.types.TypeEng
         sa.Column("created_at", sa.BigInteger, nullable=False),
         sa.Column("updated_at", sa.BigInteger, nullable=False),
         sa.Column("deleted_at", sa.BigInteger, nullable=True),
-        sa.Index(f"idx_{name}_user_updated", "app_name", "user_id", "updated_at"),
+        sa.Index(short_identifier(f"idx_{name}_user_updated"), "app_name", "user_id", "updated_at"),
+        schema=schema,
+        **table_options,
     )
 
 
@@ -102,18 +147,36 @@ class SQLStore:
     name = "sql"
     capabilities = Capabilities(transactions=True, persistent=True, multi_process=True)
     max_table_name = 64
+    #: How often an atomic section is run again after a deadlock (``_is_retryable``).
+    max_attempts = 5
 
-    def __init__(self, engine: AsyncEngine, *, table: str = "memories", location: str = "") -> None:
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        table: str = "memories",
+        location: str = "",
+        schema: str | None = None,
+        secret: str | None = None,
+        **table_options: Any,
+    ) -> None:
         self.engine = engine
         self.location = location
+        #: Masked (***) out of every error message (a DSN password).
+        self._secret = secret
         self.metadata = sa.MetaData()
         self.table = memories_table(
-            self.metadata, validate_table_name(table, self.max_table_name), self._json_type()
+            self.metadata,
+            validate_table_name(table, self.max_table_name),
+            self._json_type(),
+            schema=schema,
+            **table_options,
         )
         #: The engine write sections run on (a dialect may tag it, e.g. SQLite's
         #: BEGIN IMMEDIATE).
         self._write_engine: AsyncEngine = engine
         self._schema_ready = False
+        self._decoded: DecodeCache[Entry] = DecodeCache()
 
     # -- hooks -----------------------------------------------------------
 
@@ -131,24 +194,48 @@ class SQLStore:
         orig = getattr(exc, "orig", None) or exc
         return str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
 
+    def _is_retryable(self, exc: BaseException) -> bool:
+        """A deadlock or serialisation failure: the whole section may run again."""
+        return False
+
+    def _is_connection_lost(self, exc: BaseException) -> bool:
+        """The server is unreachable or dropped the connection."""
+        return bool(getattr(exc, "connection_invalidated", False)) or isinstance(exc, OSError)
+
+    async def _create_schema(self) -> None:
+        """Create the tables (and indexes) if missing; safe to race with other processes."""
+        async with self._write_engine.begin() as conn:
+            await conn.run_sync(self.metadata.create_all, checkfirst=True)
+
     # -- plumbing --------------------------------------------------------
 
     def describe(self) -> str:
         return f"{self.name} ({self.location})" if self.location else self.name
 
     def _error(self, action: str, exc: BaseException) -> BackendError:
-        return BackendError(
-            f"{self.name} backend at {self.location or '?'}: {action} failed: {self._explain(exc)}"
-        )
+        message = f"{self.name} backend at {self.location or '?'}: {action} failed: {self._explain(exc)}"
+        return BackendError(mask_secret(message, self._secret))
+
+    async def _failed(self, action: str, exc: BaseException) -> BackendError:
+        """The error to raise for ``exc``; when the connection is gone, the pool
+        is discarded too, so the next call connects afresh (no restart needed)."""
+        if self._is_connection_lost(exc):
+            with contextlib.suppress(Exception):  # the pool is thrown away; nothing to save
+                await self.engine.dispose()
+        return self._error(action, exc)
 
     async def open(self) -> None:
         if self._schema_ready:
             return
         try:
-            async with self._write_engine.begin() as conn:
-                await conn.run_sync(self.metadata.create_all, checkfirst=True)
-        except (SQLAlchemyError, OSError) as exc:
-            raise self._error("connecting and creating the table", exc) from exc
+            await self._create_schema()
+        except Exception as exc:
+            # A failed open keeps no connection: the caller may never close us.
+            with contextlib.suppress(Exception):
+                await self.engine.dispose()
+            if isinstance(exc, SQLAlchemyError | OSError):
+                raise self._error("connecting and creating the table", exc) from exc
+            raise
         self._schema_ready = True
 
     async def close(self) -> None:
@@ -176,8 +263,16 @@ class SQLStore:
             "deleted_at": to_micros(entry.deleted_at) if entry.deleted_at is not None else None,
         }
 
+    def _entry(self, row: Any) -> Entry:
+        """The entry of one row; decoded once per distinct row content (see _cache)."""
+        try:
+            key = tuple(tuple(v) if isinstance(v, list) else v for v in row)
+            return self._decoded.get(key, lambda: self._decode_row(row))
+        except TypeError:  # a column this cache cannot key on (e.g. a vector): decode directly
+            return self._decode_row(row)
+
     @staticmethod
-    def _entry(row: Any) -> Entry:
+    def _decode_row(row: Any) -> Entry:
         memory = Memory(
             text=row.memory,
             topics=_json_list(row.topics),
@@ -218,18 +313,25 @@ class SQLStore:
             async with self.engine.connect() as conn:
                 return await fn(conn)
         except (SQLAlchemyError, OSError) as exc:
-            raise self._error(action, exc) from exc
+            raise await self._failed(action, exc) from exc
 
     # -- Store -----------------------------------------------------------
 
     async def atomic(self, key: UserKey, work: Callable[[_SQLTransaction], Awaitable[T]]) -> T:
         await self.open()
-        try:
-            async with self._write_engine.begin() as conn:
-                await self._begin_user(conn, key)
-                return await work(_SQLTransaction(self, conn, key))
-        except (DBAPIError, OSError) as exc:
-            raise self._error("writing", exc) from exc
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                async with self._write_engine.begin() as conn:
+                    await self._begin_user(conn, key)
+                    return await work(_SQLTransaction(self, conn, key))
+            except (SQLAlchemyError, OSError) as exc:
+                if attempt < self.max_attempts and self._is_retryable(exc):
+                    # Rolled back whole: run the section again after a short pause.
+                    await asyncio.sleep(0.01 * attempt)
+                    continue
+                raise await self._failed("writing", exc) from exc
 
     async def get(self, key: UserKey, memory_id: str) -> Entry | None:
         return await self._read("reading", lambda conn: self._get(conn, key, memory_id))
@@ -271,3 +373,28 @@ class SQLStore:
 
     async def keyword_candidates(self, key: UserKey, query: str) -> list[Entry]:
         return await self.list(key)
+
+
+class ServerSQLStore(SQLStore):
+    """Base of the client/server SQL stores (MySQL/MariaDB, PostgreSQL), which
+    are configured by a DSN or by the reference's separate variables
+    ``<env_prefix>_HOST`` … (``env_dsn`` taking priority)."""
+
+    env_prefix = ""
+    env_dsn = ""
+    #: Where the DSN came from ("the DSN" argument or ``env_dsn``), or None
+    #: when the separate variables were used: error messages name the fix.
+    _dsn_source: str | None = None
+
+    def _remember_source(self, dsn: str | None, env: Mapping[str, str]) -> None:
+        self._dsn_source = "the DSN" if dsn else (self.env_dsn if env.get(self.env_dsn) else None)
+
+    def _setting(self, *fields: str) -> str:
+        """How a person changes ``fields``: the variables, or the parts of the DSN."""
+        if self._dsn_source:
+            return f"the {' and '.join(f.lower() for f in fields)} in {self._dsn_source}"
+        return " and ".join(f"{self.env_prefix}_{f}" for f in fields)
+
+    def describe(self) -> str:
+        table = f"{self.table.schema}.{self.table.name}" if self.table.schema else self.table.name
+        return f"{self.name} ({self.location}, table {table})"

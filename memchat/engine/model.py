@@ -7,7 +7,7 @@ timezone-aware UTC ``datetime`` values with microsecond precision.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 KIND_FACT = "fact"
@@ -79,11 +79,13 @@ def to_micros(value: datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def from_micros(value: int | None) -> datetime | None:
     if value is None:
         return None
-    seconds, micros = divmod(int(value), 1_000_000)
-    return datetime.fromtimestamp(seconds, UTC).replace(microsecond=micros)
+    return _EPOCH + timedelta(microseconds=int(value))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,382 @@
+"""MySQL 8+ and MariaDB 10.6+ through SQLAlchemy and aiomysql.
+
+Where to connect comes from, in order: the ``dsn`` argument, ``MYSQL_DSN``
+(a URL ``mysql://user:pass@host:3306/db`` or the Go driver's
+``user:pass@tcp(host:3306)/db?parseTime=true&charset=utf8mb4``), then the
+reference's separate variables ``MYSQL_HOST/PORT/USER/PASSWORD/DATABASE``
+(defaults localhost, 3306, root, "", trpc_agent_go).
+
+Text is utf8mb4 on the connection and in the tables, with a binary NO PAD
+collation (``utf8mb4_0900_bin`` on MySQL, ``utf8mb4_nopad_bin`` on MariaDB),
+so emoji round-trip and app/user names compare exactly: 'Alice' ≠ 'alice'
+and 'a' ≠ 'a '. The tables are created on first use.
+
+A user's writers are serialised by a lock row in ``<table>_locks``: every
+atomic section starts with ``INSERT … ON DUPLICATE KEY UPDATE`` on the row of
+its (app, user), which holds InnoDB's exclusive row lock until COMMIT or
+ROLLBACK — in any process, on any machine. The limit check and the insert
+therefore run under one lock, in one transaction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import aiomysql  # noqa: F401  (imported now so a missing driver names its pip install)
+import sqlalchemy as sa
+from sqlalchemy.dialects.mysql import insert as mysql_insert
+from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
+
+from memchat.engine.model import BackendError, ConfigError, UserKey
+
+from .sql import ServerSQLStore, short_identifier
+
+ENV_DSN = "MYSQL_DSN"
+DEFAULT_HOST = "localhost"
+DEFAULT_PORT = 3306
+DEFAULT_USER = "root"
+DEFAULT_DATABASE = "trpc_agent_go"
+CONNECT_TIMEOUT_S = 10
+#: How long a process waits for another one that is creating the tables.
+SCHEMA_LOCK_TIMEOUT_S = 30
+#: Binary, NO PAD collations (exact comparison, trailing spaces significant),
+#: best first; ``utf8mb4_bin`` (PAD SPACE) only if the server has neither.
+EXACT_COLLATIONS = ("utf8mb4_0900_bin", "utf8mb4_nopad_bin", "utf8mb4_bin")
+
+_URL_SCHEMES = {"mysql", "mariadb", "mysql+aiomysql", "mysql+pymysql", "mariadb+aiomysql", "mariadb+pymysql"}
+
+#: MySQL error codes the messages are chosen by.
+ACCESS_DENIED = 1045
+DB_ACCESS_DENIED = 1044
+UNKNOWN_DATABASE = 1049
+TABLE_ACCESS_DENIED = 1142
+COLUMN_ACCESS_DENIED = 1143
+LOCK_WAIT_TIMEOUT = 1205
+DEADLOCK = 1213
+CANNOT_CONNECT = {2002, 2003, 2005}
+CONNECTION_LOST = {2006, 2013, 2055}
+
+
+@dataclass(frozen=True, slots=True)
+class MySQLTarget:
+    """Where a MySQL store connects; ``password`` never leaves this object
+    except to the driver."""
+
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    user: str = DEFAULT_USER
+    password: str = ""
+    database: str = DEFAULT_DATABASE
+    unix_socket: str | None = None
+
+    @property
+    def address(self) -> str:
+        if self.unix_socket:
+            return f"unix({self.unix_socket})"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+    def location(self) -> str:
+        """``user@host:port/database``; a password shows as ``***``."""
+        auth = f"{self.user}:***" if self.password else self.user
+        return f"{auth}@{self.address}/{self.database}"
+
+    def connect_args(self) -> dict[str, Any]:
+        args: dict[str, Any] = {
+            "user": self.user,
+            "password": self.password,
+            "db": self.database,
+            "charset": "utf8mb4",
+            "connect_timeout": CONNECT_TIMEOUT_S,
+        }
+        if self.unix_socket:
+            args["unix_socket"] = self.unix_socket
+        else:
+            args["host"], args["port"] = self.host, self.port
+        return args
+
+
+def _port(value: str, source: str) -> int:
+    try:
+        port = int(value)
+    except ValueError:
+        port = -1
+    if not 0 < port < 65536:
+        raise ConfigError(f"{source} has an invalid port {value!r}: give a number such as 3306")
+    return port
+
+
+def _split_host_port(address: str, source: str) -> tuple[str, int]:
+    """``host``, ``host:port``, ``[v6]:port`` → (host, port)."""
+    if address.startswith("["):
+        host, _, rest = address[1:].partition("]")
+        return host, _port(rest[1:], source) if rest.startswith(":") else DEFAULT_PORT
+    if address.count(":") == 1:
+        host, _, port = address.partition(":")
+        return host or "127.0.0.1", _port(port, source)
+    return address or "127.0.0.1", DEFAULT_PORT
+
+
+def parse_dsn(dsn: str, source: str = ENV_DSN) -> MySQLTarget:
+    """A target from a URL (``mysql://user:pass@host:port/db``) or the Go
+    driver's DSN (``user:pass@tcp(host:port)/db?params``). ``source`` names
+    where the DSN came from, for the error message (which never quotes it:
+    it may hold a password)."""
+    text = dsn.strip()
+    if not text:
+        raise ConfigError(f"{source} is empty: give mysql://user:password@host:3306/database")
+    target = _parse_url(text, source) if "://" in text else _parse_go_dsn(text, source)
+    if not target.database:
+        raise ConfigError(f"{source} names no database: end it with /<database>, e.g. …:3306/trpc_agent_go")
+    return target
+
+
+def _parse_url(text: str, source: str) -> MySQLTarget:
+    try:
+        url = urlsplit(text)
+        port = url.port
+    except ValueError:
+        raise ConfigError(
+            f"{source} is not a valid URL (check the port and percent-encode special characters "
+            "in the password): write mysql://user:password@host:3306/database"
+        ) from None
+    if url.scheme.lower() not in _URL_SCHEMES:
+        raise ConfigError(
+            f"{source} has the scheme {url.scheme!r}, not mysql: write mysql://user:password@host:3306/database"
+        )
+    query = dict(parse_qsl(url.query))
+    return MySQLTarget(
+        host=url.hostname or DEFAULT_HOST,
+        port=port or DEFAULT_PORT,
+        user=unquote(url.username) if url.username else DEFAULT_USER,
+        password=unquote(url.password) if url.password else "",
+        database=unquote(url.path.lstrip("/")),
+        unix_socket=query.get("unix_socket") or None,
+    )
+
+
+def _parse_go_dsn(text: str, source: str) -> MySQLTarget:
+    # As go-sql-driver/mysql: the last '/' starts the database name, the last
+    # '@' before it ends the credentials, the first ':' splits user and password.
+    slash = text.rfind("/")
+    if slash < 0:
+        raise ConfigError(
+            f"{source} is neither a mysql:// URL nor a Go MySQL DSN "
+            "(user:password@tcp(host:3306)/database): the '/' before the database name is missing"
+        )
+    head, tail = text[:slash], text[slash + 1 :]
+    database = unquote(tail.split("?", 1)[0])
+    user, password, address = DEFAULT_USER, "", head
+    at = head.rfind("@")
+    if at >= 0:
+        credentials, address = head[:at], head[at + 1 :]
+        name, _, password = credentials.partition(":")
+        user = name or DEFAULT_USER
+    match = re.fullmatch(r"(?P<net>[A-Za-z0-9]*)(?:\((?P<addr>[^()]*)\))?", address)
+    if match is None:
+        raise ConfigError(
+            f"{source} has an unreadable address part: write user:password@tcp(host:3306)/database "
+            "(and URL-escape '/' in parameter values)"
+        )
+    net, addr = (match["net"] or "tcp").lower(), match["addr"] or ""
+    if net == "unix":
+        return MySQLTarget(
+            user=user, password=password, database=database, unix_socket=addr or "/tmp/mysql.sock"
+        )
+    if net not in ("tcp", "tcp4", "tcp6"):
+        raise ConfigError(f"{source} uses the network {net!r}: use tcp(host:port) or unix(/path/to/socket)")
+    host, port = _split_host_port(addr or "127.0.0.1:3306", source)
+    return MySQLTarget(host=host, port=port, user=user, password=password, database=database)
+
+
+def target_from_env(env: Mapping[str, str], prefix: str = "MYSQL") -> MySQLTarget:
+    """The reference's separate variables, ``<prefix>_HOST`` … ``<prefix>_DATABASE``."""
+
+    def get(name: str, default: str) -> str:
+        return env.get(f"{prefix}_{name}") or default
+
+    return MySQLTarget(
+        host=get("HOST", DEFAULT_HOST),
+        port=_port(get("PORT", str(DEFAULT_PORT)), f"{prefix}_PORT"),
+        user=get("USER", DEFAULT_USER),
+        password=get("PASSWORD", ""),
+        database=get("DATABASE", DEFAULT_DATABASE),
+    )
+
+
+def resolve_target(
+    dsn: str | None, env: Mapping[str, str], prefix: str = "MYSQL", env_dsn: str = ENV_DSN
+) -> MySQLTarget:
+    """``dsn`` > ``$MYSQL_DSN`` > ``$MYSQL_HOST`` … > defaults."""
+    if dsn:
+        return parse_dsn(dsn, "the MySQL DSN")
+    if env.get(env_dsn):
+        return parse_dsn(env[env_dsn], env_dsn)
+    return target_from_env(env, prefix)
+
+
+def lock_table_name(table: str) -> str:
+    return short_identifier(f"{table}_locks", 64)
+
+
+def _error_code(exc: BaseException) -> int | None:
+    orig = getattr(exc, "orig", None) or exc
+    args = getattr(orig, "args", ())
+    return args[0] if args and isinstance(args[0], int) else None
+
+
+def _server_message(exc: BaseException) -> str:
+    """The server's own text of a driver error, without the code tuple."""
+    orig = getattr(exc, "orig", None) or exc
+    args = getattr(orig, "args", ())
+    text = args[1] if len(args) > 1 and isinstance(args[1], str) else str(orig)
+    return text.strip().splitlines()[0] if text.strip() else type(orig).__name__
+
+
+class MySQLStore(ServerSQLStore):
+    name = "mysql"
+    max_table_name = 64
+    #: The environment variables read: ``<env_prefix>_HOST`` … and ``env_dsn``.
+    env_prefix = "MYSQL"
+    env_dsn = ENV_DSN
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        table: str = "memories",
+        env: Mapping[str, str] | None = None,
+        **engine_options: Any,
+    ) -> None:
+        env = os.environ if env is None else env
+        self.target = resolve_target(dsn, env, self.env_prefix, self.env_dsn)
+        self._remember_source(dsn, env)
+        connect_args = {**self.target.connect_args(), **engine_options.pop("connect_args", {})}
+        engine_options.setdefault("pool_pre_ping", True)
+        engine_options.setdefault("pool_recycle", 3600)
+        engine = create_async_engine("mysql+aiomysql://", connect_args=connect_args, **engine_options)
+        super().__init__(
+            engine,
+            table=table,
+            location=self.target.location(),
+            secret=self.target.password,
+            mysql_engine="InnoDB",
+            mysql_charset="utf8mb4",
+        )
+        self.locks = sa.Table(
+            lock_table_name(self.table.name),
+            self.metadata,
+            sa.Column("app_name", sa.String(255), primary_key=True),
+            sa.Column("user_id", sa.String(255), primary_key=True),
+            mysql_engine="InnoDB",
+            mysql_charset="utf8mb4",
+        )
+        self.collation: str | None = None
+
+    # -- schema ----------------------------------------------------------
+
+    async def _create_schema(self) -> None:
+        # DDL commits implicitly in MySQL, so the processes racing to create
+        # the tables are serialised by a named (session) lock instead.
+        lock_name = (
+            "memchat:"
+            + hashlib.sha1(
+                f"{self.target.database}\0{self.table.name}".encode(), usedforsecurity=False
+            ).hexdigest()
+        )
+        async with self.engine.connect() as conn:
+            self.collation = await self._exact_collation(conn)
+            for table in (self.table, self.locks):
+                table.dialect_kwargs["mysql_collate"] = self.collation
+            got = (
+                await conn.execute(
+                    sa.text("SELECT GET_LOCK(:name, :timeout)"),
+                    {"name": lock_name, "timeout": SCHEMA_LOCK_TIMEOUT_S},
+                )
+            ).scalar()
+            if got != 1:
+                raise BackendError(
+                    f"{self.name} backend at {self.location}: another process held the table-creation "
+                    f"lock for {SCHEMA_LOCK_TIMEOUT_S} s; try again, or create `{self.table.name}` by hand"
+                )
+            try:
+                await conn.run_sync(self.metadata.create_all, checkfirst=True)
+                await conn.commit()
+            finally:
+                await conn.execute(sa.text("SELECT RELEASE_LOCK(:name)"), {"name": lock_name})
+
+    @staticmethod
+    async def _exact_collation(conn: AsyncConnection) -> str:
+        rows = await conn.execute(
+            sa.text("SELECT COLLATION_NAME FROM information_schema.COLLATIONS WHERE COLLATION_NAME IN :names")
+            .bindparams(sa.bindparam("names", expanding=True))
+            .columns(COLLATION_NAME=sa.String),
+            {"names": list(EXACT_COLLATIONS)},
+        )
+        have = {r[0] for r in rows}
+        return next((c for c in EXACT_COLLATIONS if c in have), "utf8mb4_bin")
+
+    # -- hooks -----------------------------------------------------------
+
+    async def _begin_user(self, conn: AsyncConnection, key: UserKey) -> None:
+        # The first statement of the transaction: takes (and creates on first
+        # use) the user's lock row, held until COMMIT/ROLLBACK.
+        stmt = mysql_insert(self.locks).values(app_name=key.app, user_id=key.user)
+        await conn.execute(stmt.on_duplicate_key_update(user_id=self.locks.c.user_id))
+
+    def _upsert(self, row: dict[str, Any]) -> sa.Executable:
+        stmt = mysql_insert(self.table).values(**row)
+        keys = ("app_name", "user_id", "memory_id")
+        return stmt.on_duplicate_key_update({k: stmt.inserted[k] for k in row if k not in keys})
+
+    def _is_retryable(self, exc: BaseException) -> bool:
+        return _error_code(exc) == DEADLOCK
+
+    def _is_connection_lost(self, exc: BaseException) -> bool:
+        code = _error_code(exc)
+        return super()._is_connection_lost(exc) or code in CANNOT_CONNECT or code in CONNECTION_LOST
+
+    def _explain(self, exc: BaseException) -> str:
+        code = _error_code(exc)
+        t = self.target
+        if code in CANNOT_CONNECT or (code is None and isinstance(getattr(exc, "orig", exc), OSError)):
+            return (
+                f"cannot connect to the server at {t.address} (it is down or unreachable): start it, "
+                f"or set {self._setting('HOST', 'PORT')} to a running MySQL/MariaDB"
+            )
+        if code == ACCESS_DENIED:
+            return (
+                f"access denied for user {t.user!r}: the password is wrong or the user does not exist; "
+                f"set {self._setting('USER', 'PASSWORD')} to a valid account"
+            )
+        if code == UNKNOWN_DATABASE:
+            return (
+                f"database {t.database} does not exist: create it "
+                f"(CREATE DATABASE `{t.database}` CHARACTER SET utf8mb4) or set {self._setting('DATABASE')}"
+            )
+        if code == DB_ACCESS_DENIED:
+            # MySQL answers this, not 1049, when the user may not see whether it exists.
+            return (
+                f"permission denied: user {t.user!r} may not use database {t.database} (or it does not "
+                f"exist); create it and grant it (GRANT ALL ON `{t.database}`.* TO '{t.user}'), "
+                f"or set {self._setting('USER', 'DATABASE')} to an account and database that work"
+            )
+        if code in (TABLE_ACCESS_DENIED, COLUMN_ACCESS_DENIED):
+            return (
+                f"permission denied: {_server_message(exc).rstrip('.')}; grant user {t.user!r} "
+                f"SELECT, INSERT, UPDATE, DELETE, CREATE and INDEX on `{t.database}`.* or use another account"
+            )
+        if code in CONNECTION_LOST:
+            return (
+                f"the connection to {t.address} was lost (the server went away or restarted); "
+                "the next call reconnects once the server is back"
+            )
+        if code == LOCK_WAIT_TIMEOUT:
+            return "timed out waiting for another writer of this user; try again"
+        return _server_message(exc) if code is not None else super()._explain(exc)

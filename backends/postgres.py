@@ -1,0 +1,397 @@
+"""PostgreSQL 12+ through SQLAlchemy and psycopg 3 (async).
+
+Where to connect comes from, in order: the ``dsn`` argument, ``POSTGRES_DSN``
+(a URL ``postgres://user:pass@host:5432/db?sslmode=disable`` or a libpq
+string ``host=… port=… dbname=… user=… password=… sslmode=…``), then the
+reference's separate variables ``PG_HOST/PORT/USER/PASSWORD/DATABASE`` and
+``PG_SSLMODE`` (defaults localhost, 5432, postgres, "",
+trpc-agent-go-pgmemory, disable).
+
+Topics and participants are JSONB. The table (optionally in a schema) is
+created on first use. A user's writers are serialised inside the transaction
+by ``pg_advisory_xact_lock`` on a 64-bit hash of (schema, table, app, user),
+released by COMMIT or ROLLBACK; transactions run at READ COMMITTED, so every
+statement after the lock sees what the previous writer committed.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+from urllib.parse import parse_qsl, unquote
+
+import psycopg
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
+
+from memchat.engine.model import BackendError, ConfigError, UserKey
+
+from .sql import ServerSQLStore, lock_key, validate_table_name
+
+ENV_DSN = "POSTGRES_DSN"
+DEFAULT_HOST = "localhost"
+DEFAULT_PORT = 5432
+DEFAULT_USER = "postgres"
+DEFAULT_DATABASE = "trpc-agent-go-pgmemory"
+DEFAULT_SSLMODE = "disable"
+CONNECT_TIMEOUT_S = 10
+MAX_IDENTIFIER = 63
+
+_URL = re.compile(r"^(?:postgres|postgresql)(?:\+[a-z0-9_]+)?://", re.IGNORECASE)
+_KEYWORD = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*")
+
+#: SQLSTATEs the messages are chosen by.
+INVALID_PASSWORD = "28P01"
+INVALID_AUTHORIZATION = "28000"
+INVALID_CATALOG = "3D000"
+INSUFFICIENT_PRIVILEGE = "42501"
+RETRYABLE = {"40P01", "40001"}  # deadlock, serialization failure
+SERVER_GOING_AWAY = {"57P01", "57P02"}  # admin shutdown, crash shutdown
+CANNOT_CONNECT_NOW = "57P03"  # starting up, shutting down, in recovery
+
+
+@cache
+def _libpq_keywords() -> frozenset[str]:
+    return frozenset(o.keyword.decode() for o in psycopg.pq.Conninfo.get_defaults())
+
+
+@dataclass(frozen=True, slots=True)
+class PostgresTarget:
+    """libpq connection parameters (``host``, ``port``, ``user``, ``password``,
+    ``dbname``, ``sslmode`` …); the password never leaves this object except
+    to the driver."""
+
+    params: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def user(self) -> str:
+        # libpq's default when none is given: $PGUSER, else the OS user.
+        return self.params.get("user") or os.environ.get("PGUSER") or getpass.getuser()
+
+    @property
+    def password(self) -> str:
+        return self.params.get("password", "")
+
+    @property
+    def database(self) -> str:
+        return self.params.get("dbname") or os.environ.get("PGDATABASE") or self.user
+
+    @property
+    def address(self) -> str:
+        hosts = (self.params.get("host") or self.params.get("hostaddr") or "local socket").split(",")
+        ports = (self.params.get("port") or str(DEFAULT_PORT)).split(",")
+        ports += [ports[-1]] * (len(hosts) - len(ports))
+        return ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in zip(hosts, ports, strict=False))
+
+    def location(self) -> str:
+        """``user@host:port/dbname``; a password shows as ``***``."""
+        auth = f"{self.user}:***" if self.password else self.user
+        return f"{auth}@{self.address}/{self.database}"
+
+
+def _check(params: dict[str, str], source: str) -> PostgresTarget:
+    unknown = sorted(set(params) - _libpq_keywords())
+    if unknown:
+        raise ConfigError(
+            f"{source} has the unknown option {unknown[0]!r}: use libpq names such as "
+            "host, port, dbname, user, password, sslmode"
+        )
+    for port in filter(None, params.get("port", "").split(",")):
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"{source} has an invalid port {port!r}: give a number such as 5432")
+    return PostgresTarget(params)
+
+
+def parse_dsn(dsn: str, source: str = ENV_DSN) -> PostgresTarget:
+    """A target from a URL (``postgres://`` or ``postgresql://``) or a libpq
+    keyword string. Parts left out keep libpq's defaults. Error messages name
+    ``source`` but never quote the DSN (it may hold a password)."""
+    text = dsn.strip()
+    if not text:
+        raise ConfigError(f"{source} is empty: give postgres://user:password@host:5432/database")
+    if _URL.match(text):
+        return _check(_parse_url(text, source), source)
+    if "://" in text:
+        raise ConfigError(
+            f"{source} has the scheme {text.split('://', 1)[0]!r}: write postgres://user:password@host:5432/db"
+        )
+    if "=" not in text:
+        raise ConfigError(
+            f"{source} is neither a postgres:// URL nor a libpq string "
+            "(host=… port=… dbname=… user=… password=… sslmode=…)"
+        )
+    return _check(_parse_keywords(text, source), source)
+
+
+def _parse_url(text: str, source: str) -> dict[str, str]:
+    rest = _URL.sub("", text, count=1)
+    rest, _, query = rest.partition("?")
+    netloc, _, path = rest.partition("/")
+    params: dict[str, str] = {}
+    userinfo, at, hostlist = netloc.rpartition("@")
+    if at:
+        user, colon, password = userinfo.partition(":")
+        if user:
+            params["user"] = unquote(user)
+        if colon:
+            params["password"] = unquote(password)
+    hosts, ports = [], []
+    for item in filter(None, hostlist.split(",")):
+        if item.startswith("["):
+            host, bracket, port = item[1:].partition("]")
+            if not bracket or (port and not port.startswith(":")):
+                raise ConfigError(f"{source} has an unreadable host: write [v6-address]:port")
+            port = port[1:]
+        else:
+            host, _, port = item.partition(":")
+        hosts.append(unquote(host))
+        ports.append(port)
+    if hosts:
+        params["host"] = ",".join(hosts)
+    if any(ports):
+        params["port"] = ",".join(p or str(DEFAULT_PORT) for p in ports)
+    if path:
+        params["dbname"] = unquote(path)
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+    except ValueError:
+        raise ConfigError(f"{source} has an unreadable query string: write ?sslmode=disable&…") from None
+    params.update(pairs)
+    return params
+
+
+def _parse_keywords(text: str, source: str) -> dict[str, str]:
+    params: dict[str, str] = {}
+    i, n = 0, len(text)
+    while True:
+        while i < n and text[i].isspace():
+            i += 1
+        if i >= n:
+            return params
+        match = _KEYWORD.match(text, i)
+        if match is None:
+            raise ConfigError(
+                f"{source} is not a valid libpq string: expected key=value at character {i + 1} "
+                "(quote values with spaces: password='a b')"
+            )
+        key, i = match.group(1), match.end()
+        chars: list[str] = []
+        if i < n and text[i] == "'":
+            i += 1
+            while True:
+                if i >= n:
+                    raise ConfigError(f"{source} has an unterminated quoted value for {key!r}")
+                if text[i] == "\\" and i + 1 < n:
+                    chars.append(text[i + 1])
+                    i += 2
+                elif text[i] == "'":
+                    i += 1
+                    break
+                else:
+                    chars.append(text[i])
+                    i += 1
+        else:
+            while i < n and not text[i].isspace():
+                if text[i] == "\\" and i + 1 < n:
+                    i += 1
+                chars.append(text[i])
+                i += 1
+        params[key] = "".join(chars)
+
+
+def target_from_env(env: Mapping[str, str], prefix: str = "PG") -> PostgresTarget:
+    """The reference's separate variables ``<prefix>_HOST`` … plus ``<prefix>_SSLMODE``."""
+
+    def get(name: str, default: str) -> str:
+        return env.get(f"{prefix}_{name}") or default
+
+    params = {
+        "host": get("HOST", DEFAULT_HOST),
+        "port": get("PORT", str(DEFAULT_PORT)),
+        "user": get("USER", DEFAULT_USER),
+        "dbname": get("DATABASE", DEFAULT_DATABASE),
+        "sslmode": get("SSLMODE", DEFAULT_SSLMODE),
+    }
+    if get("PASSWORD", ""):
+        params["password"] = get("PASSWORD", "")
+    if not params["port"].isdigit() or not 0 < int(params["port"]) < 65536:
+        raise ConfigError(f"{prefix}_PORT has an invalid port {params['port']!r}: give a number such as 5432")
+    return PostgresTarget(params)
+
+
+def resolve_target(
+    dsn: str | None, env: Mapping[str, str], prefix: str = "PG", env_dsn: str = ENV_DSN
+) -> PostgresTarget:
+    """``dsn`` > ``$POSTGRES_DSN`` > ``$PG_HOST`` … > defaults."""
+    if dsn:
+        return parse_dsn(dsn, "the PostgreSQL DSN")
+    if env.get(env_dsn):
+        return parse_dsn(env[env_dsn], env_dsn)
+    return target_from_env(env, prefix)
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    orig = getattr(exc, "orig", None) or exc
+    return getattr(orig, "sqlstate", None)
+
+
+class PostgresStore(ServerSQLStore):
+    name = "postgres"
+    max_table_name = MAX_IDENTIFIER
+    #: The environment variables read: ``<env_prefix>_HOST`` … and ``env_dsn``.
+    env_prefix = "PG"
+    env_dsn = ENV_DSN
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        table: str = "memories",
+        schema: str | None = None,
+        env: Mapping[str, str] | None = None,
+        **engine_options: Any,
+    ) -> None:
+        env = os.environ if env is None else env
+        self.target = resolve_target(dsn, env, self.env_prefix, self.env_dsn)
+        self._remember_source(dsn, env)
+        self.schema = None if schema is None else validate_table_name(schema, MAX_IDENTIFIER, "schema name")
+        connect_args: dict[str, Any] = {
+            "connect_timeout": CONNECT_TIMEOUT_S,
+            "client_encoding": "utf8",
+            **self.target.params,
+            **engine_options.pop("connect_args", {}),
+        }
+        engine_options.setdefault("pool_pre_ping", True)
+        engine_options.setdefault("isolation_level", "READ COMMITTED")
+        engine = create_async_engine("postgresql+psycopg://", connect_args=connect_args, **engine_options)
+        location = self.target.location()
+        super().__init__(
+            engine, table=table, location=location, schema=self.schema, secret=self.target.password
+        )
+        #: The schema the table really lives in (``current_schema()`` when none
+        #: is given), so every store on one table takes the same locks.
+        self._lock_schema = self.schema or ""
+
+    def _json_type(self) -> sa.types.TypeEngine:
+        return JSONB()
+
+    # -- schema ----------------------------------------------------------
+
+    async def _create_schema(self) -> None:
+        async with self.engine.begin() as conn:
+            if not self.schema:
+                current = (await conn.execute(sa.text("SELECT current_schema()"))).scalar()
+                self._lock_schema = current or ""
+            # DDL is transactional here: processes creating tables (or the
+            # schema) in one schema queue on this lock.
+            await self._advisory_lock(conn, "memchat-ddl", self._lock_schema)
+            encoding = (await conn.execute(sa.text("SHOW server_encoding"))).scalar()
+            if encoding not in ("UTF8", "SQL_ASCII"):
+                raise BackendError(
+                    f"{self.name} backend at {self.location}: database {self.target.database} uses the "
+                    f"{encoding} encoding, which cannot hold every memory: create it with ENCODING 'UTF8'"
+                )
+            if self.schema:
+                exists = (
+                    await conn.execute(
+                        sa.text("SELECT 1 FROM pg_namespace WHERE nspname = :s"), {"s": self.schema}
+                    )
+                ).first()
+                if exists is None:
+                    await conn.execute(sa.schema.CreateSchema(self.schema))
+            await conn.run_sync(self.metadata.create_all, checkfirst=True)
+
+    @staticmethod
+    async def _advisory_lock(conn: AsyncConnection, *parts: str) -> None:
+        await conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": lock_key(*parts)})
+
+    # -- hooks -----------------------------------------------------------
+
+    async def _begin_user(self, conn: AsyncConnection, key: UserKey) -> None:
+        await self._advisory_lock(conn, "memchat", self._lock_schema, self.table.name, key.app, key.user)
+
+    def _upsert(self, row: dict[str, Any]) -> sa.Executable:
+        stmt = pg_insert(self.table).values(**row)
+        keys = ("app_name", "user_id", "memory_id")
+        return stmt.on_conflict_do_update(
+            index_elements=list(keys), set_={k: stmt.excluded[k] for k in row if k not in keys}
+        )
+
+    def _is_retryable(self, exc: BaseException) -> bool:
+        return _sqlstate(exc) in RETRYABLE
+
+    def _is_connection_lost(self, exc: BaseException) -> bool:
+        if super()._is_connection_lost(exc):
+            return True
+        orig = getattr(exc, "orig", None) or exc
+        state = _sqlstate(exc)
+        return isinstance(orig, psycopg.OperationalError) and (state is None or state in SERVER_GOING_AWAY)
+
+    def _explain(self, exc: BaseException) -> str:
+        state = _sqlstate(exc)
+        orig = getattr(exc, "orig", None) or exc
+        text = str(orig)
+        t = self.target
+        if (
+            state == INVALID_PASSWORD
+            or "password authentication failed" in text
+            or "no password supplied" in text
+        ):
+            return (
+                f"access denied for user {t.user!r}: the password is wrong or missing; "
+                f"set {self._setting('USER', 'PASSWORD')} to a valid account"
+            )
+        if (
+            state == INVALID_AUTHORIZATION
+            or "no pg_hba.conf entry" in text
+            or re.search(r'role ".*" does not exist', text)
+        ):
+            return (
+                f"the server refused user {t.user!r} (the role does not exist or pg_hba.conf rejects it): "
+                f"create the role, or set {self._setting('USER', 'PASSWORD')} to a valid account"
+            )
+        if state == INVALID_CATALOG or re.search(r'database ".*" does not exist', text):
+            return (
+                f"database {t.database} does not exist: create it "
+                f'(CREATE DATABASE "{t.database}") or set {self._setting("DATABASE")}'
+            )
+        if state == INSUFFICIENT_PRIVILEGE or "permission denied" in text:
+            reason = text.strip().splitlines()[0].removeprefix("connection failed: ")
+            return (
+                f"permission denied for user {t.user!r} ({reason}): grant it CONNECT on the database and "
+                f"USAGE, CREATE on the schema (or create the table as its owner), or use another account"
+            )
+        if any(
+            s in text
+            for s in (
+                "Connection refused",
+                "could not connect",
+                "failed to resolve host",
+                "timeout expired",
+                "No such file or directory",
+                "Network is unreachable",
+                "No route to host",
+            )
+        ):
+            return (
+                f"cannot connect to the server at {t.address} (it is down or unreachable): start it, "
+                f"or set {self._setting('HOST', 'PORT')} to a running PostgreSQL"
+            )
+        if state == CANNOT_CONNECT_NOW or "the database system is" in text:
+            return (
+                f"the server at {t.address} is starting up, shutting down or recovering: "
+                "try again in a moment"
+            )
+        if self._is_connection_lost(exc):
+            return (
+                f"the connection to {t.address} was lost (the server went away or restarted); "
+                "the next call reconnects once the server is back"
+            )
+        return super()._explain(exc)

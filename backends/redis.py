@@ -1,0 +1,572 @@
+"""Redis: memories shared by any number of processes through one server.
+
+Key layout
+----------
+Every (app, user) owns exactly two hashes, both carrying one Redis Cluster
+hash tag ``{…}`` so that all of a user's keys live in one slot (a WATCH /
+MULTI over both is legal on a cluster)::
+
+    <prefix>:mem:{<app>:<user>}            active entries    field = memory id
+    <prefix>:mem:{<app>:<user>}:deleted    tombstones        field = memory id
+
+The value of a field is the entry as JSON: ``id``, ``app_name``, ``user_id``,
+``memory`` (``memory`` text, ``topics``, ``kind``, ``event_time``,
+``participants``, ``location``), ``created_at``, ``updated_at`` and
+``deleted_at``, times as ISO 8601 UTC strings with microseconds. Counting the
+active memories is ``HLEN`` of the first hash; nothing ever scans keys.
+
+``<app>`` and ``<user>`` are percent-encoded (UTF-8 bytes, ``%XX``) wherever
+they hold ``%``, ``:``, ``{``, ``}``, a glob character (``* ? [ ] \\``), a
+space, or any non-printable character. The reference spells the key
+``mem:{app:user}`` raw, where app ``"a:b"`` + user ``"c"`` and app ``"a"`` +
+user ``"b:c"`` share one key; with the escaping the mapping is injective, the
+only ``{``/``}`` in a key are the tag's own, and a KEYS/SCAN pattern built
+from one user's key can match no other user's keys. Plain names (letters,
+digits, ``-``, ``_``, ``.``, non-ASCII letters) are kept as they are, so the
+keys stay readable in ``redis-cli``.
+
+The prefix is ``key_prefix`` (or ``REDIS_KEY_PREFIX``; default
+``"memchat"``); no second colon is added when it already ends with ``:``, and
+an empty prefix gives the reference's bare ``mem:{app:user}``.
+
+Atomicity
+---------
+``atomic`` is optimistic: it WATCHes the user's two hashes, runs the work
+with a transaction whose reads go to Redis at once (and see the section's own
+buffered writes) and whose writes are buffered, then sends the writes in one
+MULTI/EXEC. If another client touched either hash in between, EXEC fails
+and the whole section runs again (bounded attempts, jittered backoff). A
+section that ends in an error still confirms with an empty MULTI/EXEC that
+it saw a consistent state, so errors too are decided on a serialisable view.
+Within one process a per-user lock queues the sections, so WATCH conflicts
+only arise between processes.
+
+Connection
+----------
+``url`` (or ``REDIS_URL``) takes priority; otherwise ``REDIS_ADDR``
+(``host:port``, default ``localhost:6379``) becomes ``redis://<addr>``, as in
+the reference's factory. Connection errors retry a few times quickly (which
+also replaces a pooled connection a restarted server has dropped), then
+become one ``BackendError``; passwords are never shown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import weakref
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import (
+    AuthenticationError,
+    NoPermissionError,
+    ReadOnlyError,
+    RedisError,
+    WatchError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from memchat.engine.model import BackendError, ConfigError, Entry, Memory, UserKey, utc
+
+from ._cache import DecodeCache
+from ._ordering import newest_first
+from .base import Capabilities
+
+T = TypeVar("T")
+
+ENV_URL = "REDIS_URL"
+ENV_ADDR = "REDIS_ADDR"
+ENV_KEY_PREFIX = "REDIS_KEY_PREFIX"
+DEFAULT_ADDR = "localhost:6379"
+DEFAULT_KEY_PREFIX = "memchat"
+
+#: Seconds ``open`` waits for the first PING, and the socket timeouts.
+OPEN_TIMEOUT = 5.0
+SOCKET_TIMEOUT = 5.0
+#: How often a write section may lose a WATCH race before giving up.
+MAX_ATTEMPTS = 64
+MAX_BACKOFF = 0.05
+
+_SCHEMES = ("redis", "rediss", "unix")
+_ESCAPED = frozenset("%:{}*?[]\\ ")
+_FIX = f"start Redis or set {ENV_URL}/{ENV_ADDR}"
+
+
+# -- keys ------------------------------------------------------------------
+
+
+def escape_key_part(text: str) -> str:
+    """Percent-encode the characters that could break a key's structure."""
+    out: list[str] = []
+    for ch in text:
+        if ch in _ESCAPED or not ch.isprintable():
+            out.extend(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def join_prefix(prefix: str) -> str:
+    """``"memchat"`` → ``"memchat:"``; ``"a:"`` stays; ``""`` stays empty."""
+    return prefix if not prefix or prefix.endswith(":") else prefix + ":"
+
+
+@dataclass(frozen=True, slots=True)
+class UserKeys:
+    """The two Redis keys of one (app, user)."""
+
+    active: str
+    deleted: str
+
+
+def user_keys(prefix: str, key: UserKey) -> UserKeys:
+    base = f"{join_prefix(prefix)}mem:{{{escape_key_part(key.app)}:{escape_key_part(key.user)}}}"
+    return UserKeys(active=base, deleted=base + ":deleted")
+
+
+# -- configuration ---------------------------------------------------------
+
+
+def resolve_url(url: str | None = None, env: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """The URL to connect to and where it came from (for error messages):
+    ``url``, then ``REDIS_URL``, then ``redis://`` + ``REDIS_ADDR``."""
+    env = os.environ if env is None else env
+    if url and url.strip():
+        return url.strip(), "the url option"
+    if (env.get(ENV_URL) or "").strip():
+        return env[ENV_URL].strip(), ENV_URL
+    addr = (env.get(ENV_ADDR) or "").strip() or DEFAULT_ADDR
+    # Lenient: a full URL in REDIS_ADDR is taken as it is.
+    return (addr if "://" in addr else f"redis://{addr}"), ENV_ADDR
+
+
+def check_url(url: str, source: str = "the url option") -> dict[str, Any]:
+    """Parse ``url`` as redis-py would; a malformed one is one ``ConfigError``
+    that never repeats the URL (it may hold a password)."""
+
+    def bad(reason: str) -> ConfigError:
+        form = "host:port" if source == ENV_ADDR else "redis://[:password@]host:port/db"
+        return ConfigError(f"invalid Redis address in {source}: {reason}; write it as {form}")
+
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise bad("it cannot be parsed (check the brackets around an IPv6 address)") from exc
+    if parts.scheme not in _SCHEMES:
+        raise bad("it must start with redis://, rediss:// or unix://")
+    try:
+        parts.port  # noqa: B018 - raises on a non-numeric or out-of-range port
+    except ValueError as exc:
+        raise bad(
+            "the port is not a number from 0 to 65535 (percent-encode any / # ? @ : in the password)"
+        ) from exc
+    if parts.scheme != "unix":
+        db = parts.path.strip("/")
+        if db and not db.isdigit():
+            raise bad("the database after the last / must be a number")
+    from redis.asyncio.connection import parse_url
+
+    try:
+        return parse_url(url)
+    except ValueError as exc:
+        raise bad("redis-py cannot use it") from exc
+
+
+def mask_url(url: str) -> str:
+    """``redis://:secret@h:1/2`` → ``redis://:***@h:1/2``: for people, never a password."""
+    try:
+        opts = check_url(url)
+    except ConfigError:
+        return "(invalid Redis URL)"
+    scheme = urlsplit(url).scheme
+    db = int(opts.get("db") or 0)
+    if scheme == "unix":
+        user = f"{opts['username']}@" if opts.get("username") else ""
+        secret = "&password=***" if opts.get("password") else ""
+        return f"unix://{user}{opts.get('path', '')}?db={db}{secret}"
+    auth = ""
+    if opts.get("username") or opts.get("password"):
+        auth = (opts.get("username") or "") + (":***" if opts.get("password") else "") + "@"
+    host = opts.get("host") or "localhost"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"{scheme}://{auth}{host}:{opts.get('port') or 6379}/{db}"
+
+
+# -- values ----------------------------------------------------------------
+
+
+def _time(value: datetime | None) -> str | None:
+    return None if value is None else utc(value).isoformat(timespec="microseconds")
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, int | float):  # microseconds since the epoch
+        seconds, micros = divmod(int(value), 1_000_000)
+        return datetime.fromtimestamp(seconds, UTC).replace(microsecond=micros)
+    return utc(datetime.fromisoformat(str(value).replace("Z", "+00:00")))
+
+
+def encode_entry(entry: Entry) -> str:
+    m = entry.memory
+    return json.dumps(
+        {
+            "id": entry.id,
+            "app_name": entry.app,
+            "user_id": entry.user,
+            "memory": {
+                "memory": m.text,
+                "topics": list(m.topics),
+                "kind": m.kind,
+                "event_time": _time(m.event_time),
+                "participants": list(m.participants),
+                "location": m.location,
+            },
+            "created_at": _time(entry.created_at),
+            "updated_at": _time(entry.updated_at),
+            "deleted_at": _time(entry.deleted_at),
+        },
+        separators=(",", ":"),
+    )
+
+
+def decode_entry(raw: str, key: UserKey) -> Entry:
+    """An entry from its JSON; the scope is the key it was read under."""
+    data = json.loads(raw)
+    m = data.get("memory") or {}
+    memory = Memory(
+        text=m.get("memory", ""),
+        topics=tuple(m.get("topics") or ()),
+        kind=m.get("kind") or "fact",
+        event_time=_parse_time(m.get("event_time")),
+        participants=tuple(m.get("participants") or ()),
+        location=m.get("location") or "",
+    )
+    created = _parse_time(data.get("created_at"))
+    updated = _parse_time(data.get("updated_at")) or created
+    return Entry(
+        id=data["id"],
+        app=key.app,
+        user=key.user,
+        memory=memory,
+        created_at=created or updated,
+        updated_at=updated,
+        deleted_at=_parse_time(data.get("deleted_at")),
+    )
+
+
+# -- the store -------------------------------------------------------------
+
+
+class _RedisTransaction:
+    """Reads go to Redis at once (under WATCH) and see the section's own
+    writes; writes are buffered until the section's MULTI/EXEC."""
+
+    def __init__(self, store: RedisStore, pipe: Any, key: UserKey, keys: UserKeys) -> None:
+        self._store, self._pipe, self._key, self._keys = store, pipe, key, keys
+        self._writes: dict[str, Entry | None] = {}
+        #: Whether an ID was found in the active hash when it was read.
+        self._was_active: dict[str, bool] = {}
+
+    async def _stored(self, memory_id: str) -> Entry | None:
+        raw = await self._pipe.hget(self._keys.active, memory_id)
+        self._was_active[memory_id] = raw is not None
+        if raw is None:
+            raw = await self._pipe.hget(self._keys.deleted, memory_id)
+        return None if raw is None else self._store._decode(raw, self._key, memory_id)
+
+    async def get(self, memory_id: str) -> Entry | None:
+        if memory_id in self._writes:
+            return self._writes[memory_id]
+        return await self._stored(memory_id)
+
+    async def put(self, entry: Entry, vector: Sequence[float] | None = None) -> None:
+        if entry.app != self._key.app or entry.user != self._key.user:
+            raise ValueError("an entry can only be written inside its own user's section")
+        self._writes[entry.id] = entry
+
+    async def remove(self, memory_id: str) -> None:
+        self._writes[memory_id] = None
+
+    async def count_active(self) -> int:
+        count = int(await self._pipe.hlen(self._keys.active))
+        for memory_id, entry in self._writes.items():
+            if memory_id not in self._was_active:
+                self._was_active[memory_id] = bool(await self._pipe.hexists(self._keys.active, memory_id))
+            now_active = entry is not None and not entry.is_deleted
+            count += int(now_active) - int(self._was_active[memory_id])
+        return count
+
+    async def active_entries(self) -> list[Entry]:
+        """Every active entry as the section sees it (for ``clear``)."""
+        stored = await self._pipe.hgetall(self._keys.active)
+        entries = {mid: self._store._decode(raw, self._key, mid) for mid, raw in stored.items()}
+        for mid in stored:
+            self._was_active[mid] = True
+        for mid, entry in self._writes.items():
+            entries[mid] = entry  # type: ignore[assignment]
+        return [e for e in entries.values() if e is not None and not e.is_deleted]
+
+    def queue_writes(self, pipe: Any) -> None:
+        for memory_id, entry in self._writes.items():
+            if entry is None:
+                pipe.hdel(self._keys.active, memory_id)
+                pipe.hdel(self._keys.deleted, memory_id)
+            elif entry.is_deleted:
+                pipe.hset(self._keys.deleted, memory_id, encode_entry(entry))
+                pipe.hdel(self._keys.active, memory_id)
+            else:
+                pipe.hset(self._keys.active, memory_id, encode_entry(entry))
+                pipe.hdel(self._keys.deleted, memory_id)
+
+
+class RedisStore:
+    """Memories in Redis hashes, two per (app, user); see the module docstring."""
+
+    name = "redis"
+    capabilities = Capabilities(transactions=True, persistent=True, multi_process=True)
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        key_prefix: str | None = None,
+        env: Mapping[str, str] | None = None,
+        **client_options: Any,
+    ) -> None:
+        env = os.environ if env is None else env
+        self._url, self._url_source = resolve_url(url, env)
+        self._url_options = check_url(self._url, self._url_source)
+        self.location = mask_url(self._url)
+        if key_prefix is None:
+            key_prefix = env.get(ENV_KEY_PREFIX)
+        if key_prefix is None:
+            key_prefix = DEFAULT_KEY_PREFIX
+        if not isinstance(key_prefix, str) or any(ch in "{}" or not ch.isprintable() for ch in key_prefix):
+            raise ConfigError(
+                f"invalid Redis key prefix {key_prefix!r}: use printable characters without {{ or }} "
+                "(braces would move a user's keys to another cluster slot)"
+            )
+        self.key_prefix = key_prefix
+        self._client_options = client_options
+        self._client: aioredis.Redis | None = None
+        self._ready = False
+        self._locks: weakref.WeakValueDictionary[UserKey, asyncio.Lock] = weakref.WeakValueDictionary()
+        self._decoded: DecodeCache[Entry] = DecodeCache()
+
+    # -- plumbing --------------------------------------------------------
+
+    def describe(self) -> str:
+        return f"redis ({self.location}, key prefix {self.key_prefix!r})"
+
+    def keys_for(self, key: UserKey) -> UserKeys:
+        """The Redis keys holding this user's memories."""
+        return user_keys(self.key_prefix, key)
+
+    def _new_client(self) -> aioredis.Redis:
+        options: dict[str, Any] = {
+            "socket_connect_timeout": SOCKET_TIMEOUT,
+            "socket_timeout": SOCKET_TIMEOUT,
+            # A few quick retries on a dropped connection: a pooled connection
+            # that a restarted server closed is replaced instead of failing the
+            # call. Timeouts are not retried, so a hung server fails in 5 s.
+            "retry": Retry(
+                ExponentialWithJitterBackoff(base=0.02, cap=0.25),
+                retries=3,
+                supported_errors=(RedisConnectionError,),
+            ),
+            **self._client_options,
+        }
+        options.update(decode_responses=True, encoding="utf-8", encoding_errors="surrogatepass")
+        return aioredis.Redis.from_url(self._url, **options)
+
+    def _scrub(self, text: str) -> str:
+        password = self._url_options.get("password")
+        if password:
+            text = text.replace(password, "***")
+        return text
+
+    def _explain(self, exc: BaseException) -> str:
+        """One clear sentence for a driver error; never includes a password."""
+        lines = str(exc).strip().splitlines()
+        text = self._scrub(lines[0].strip()) if lines else type(exc).__name__
+        status = str(getattr(exc, "status_code", "") or "")
+        if isinstance(exc, AuthenticationError) or status in ("NOAUTH", "WRONGPASS"):
+            if status == "NOAUTH" or "NOAUTH" in text or "authenticated" in text.lower():
+                return (
+                    "the server requires a password and none was given: "
+                    f"put it in {ENV_URL} as redis://:PASSWORD@host:port/db"
+                )
+            if "without any password" in text or "no password is set" in text:
+                return f"a password was given but the server has none configured: remove it from {ENV_URL}"
+            return f"the server rejected the user name or password: correct them in {ENV_URL}"
+        if isinstance(exc, NoPermissionError):
+            return (
+                f"the Redis user may not run a command memchat needs ({text}): allow "
+                "PING, HGET, HGETALL, HVALS, HLEN, HEXISTS, HSET, HDEL, DEL, WATCH, MULTI and EXEC"
+            )
+        if isinstance(exc, ReadOnlyError):
+            return f"the server is a read-only replica: point {ENV_URL} at the primary"
+        if isinstance(exc, RedisTimeoutError | TimeoutError):
+            return f"the server did not answer within {SOCKET_TIMEOUT:g} s ({text}); {_FIX}"
+        if isinstance(exc, RedisConnectionError | OSError):
+            if "refused" in text.lower() or "connect call failed" in text.lower():
+                return f"the server refused the connection (nothing listens there); {_FIX}"
+            return f"cannot reach the server ({text.rstrip('.')}); {_FIX}"
+        return text
+
+    def _error(self, action: str, exc: BaseException) -> BackendError:
+        return BackendError(f"redis backend at {self.location}: {action} failed: {self._explain(exc)}")
+
+    def _decode(self, raw: str, key: UserKey, memory_id: str) -> Entry:
+        try:
+            return self._decoded.get((key, raw), lambda: decode_entry(raw, key))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise BackendError(
+                f"redis backend at {self.location}: memory {memory_id} of {self.keys_for(key).active} "
+                "is not a memchat entry; remove it or use another key prefix"
+            ) from exc
+
+    async def _connected(self) -> aioredis.Redis:
+        await self.open()
+        assert self._client is not None
+        return self._client
+
+    # -- Store -----------------------------------------------------------
+
+    async def open(self) -> None:
+        if self._client is None:
+            self._client = self._new_client()
+        if self._ready:
+            return
+        try:
+            async with asyncio.timeout(OPEN_TIMEOUT):
+                await self._client.ping()
+        except (RedisError, OSError, TimeoutError) as exc:
+            raise self._error("connecting", exc) from exc
+        self._ready = True
+
+    async def close(self) -> None:
+        client, self._client, self._ready = self._client, None, False
+        if client is not None:
+            await client.aclose()
+
+    async def atomic(self, key: UserKey, work: Callable[[_RedisTransaction], Awaitable[T]]) -> T:
+        client = await self._connected()
+        keys = self.keys_for(key)
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
+        async with lock:
+            try:
+                for attempt in range(MAX_ATTEMPTS):
+                    async with client.pipeline(transaction=True) as pipe:
+                        try:
+                            await pipe.watch(keys.active, keys.deleted)
+                            tx = _RedisTransaction(self, pipe, key, keys)
+                            try:
+                                result = await work(tx)
+                            except RedisError:
+                                raise
+                            except Exception:
+                                # Confirm the error was decided on a consistent view.
+                                pipe.multi()
+                                await pipe.execute()
+                                raise
+                            pipe.multi()
+                            tx.queue_writes(pipe)
+                            await pipe.execute()
+                            return result
+                        except WatchError:
+                            pass  # another client wrote this user: run the section again
+                    await asyncio.sleep(random.uniform(0, min(MAX_BACKOFF, 0.001 * 2**attempt)))
+            except (RedisError, OSError) as exc:
+                raise self._error("writing", exc) from exc
+        raise BackendError(
+            f"redis backend at {self.location}: writing failed: other clients kept changing this "
+            f"user's memories during {MAX_ATTEMPTS} attempts; try again"
+        )
+
+    async def _run(self, action: str, fn: Callable[[aioredis.Redis], Awaitable[T]]) -> T:
+        client = await self._connected()
+        try:
+            return await fn(client)
+        except (RedisError, OSError) as exc:
+            raise self._error(action, exc) from exc
+
+    async def get(self, key: UserKey, memory_id: str) -> Entry | None:
+        keys = self.keys_for(key)
+
+        async def fetch(client: aioredis.Redis) -> Entry | None:
+            async with client.pipeline(transaction=True) as pipe:
+                active, deleted = (
+                    await pipe.hget(keys.active, memory_id).hget(keys.deleted, memory_id).execute()
+                )
+            raw = active if active is not None else deleted
+            return None if raw is None else self._decode(raw, key, memory_id)
+
+        return await self._run("reading", fetch)
+
+    async def _entries(self, key: UserKey, *, include_deleted: bool) -> list[Entry]:
+        keys = self.keys_for(key)
+
+        async def fetch(client: aioredis.Redis) -> list[Entry]:
+            if include_deleted:
+                async with client.pipeline(transaction=True) as pipe:
+                    active, deleted = await pipe.hgetall(keys.active).hgetall(keys.deleted).execute()
+                merged = {**deleted, **active}
+            else:
+                merged = await client.hgetall(keys.active)
+            return [self._decode(raw, key, mid) for mid, raw in merged.items()]
+
+        return await self._run("reading", fetch)
+
+    async def list(self, key: UserKey, *, limit: int = 0, include_deleted: bool = False) -> list[Entry]:
+        entries = newest_first(await self._entries(key, include_deleted=include_deleted))
+        return entries[:limit] if limit > 0 else entries
+
+    async def count(self, key: UserKey, *, include_deleted: bool = False) -> int:
+        keys = self.keys_for(key)
+
+        async def fetch(client: aioredis.Redis) -> int:
+            if not include_deleted:
+                return int(await client.hlen(keys.active))
+            async with client.pipeline(transaction=True) as pipe:
+                active, deleted = await pipe.hlen(keys.active).hlen(keys.deleted).execute()
+            return int(active) + int(deleted)
+
+        return await self._run("counting", fetch)
+
+    async def clear(self, key: UserKey, *, deleted_at: datetime | None) -> int:
+        if deleted_at is None:
+            keys = self.keys_for(key)
+
+            async def drop(client: aioredis.Redis) -> int:
+                async with client.pipeline(transaction=True) as pipe:
+                    active, _ = await pipe.hlen(keys.active).delete(keys.active, keys.deleted).execute()
+                return int(active)
+
+            return await self._run("clearing", drop)
+
+        async def work(tx: _RedisTransaction) -> int:
+            active = await tx.active_entries()
+            for entry in active:
+                await tx.put(replace(entry, deleted_at=deleted_at))
+            return len(active)
+
+        return await self.atomic(key, work)
+
+    async def keyword_candidates(self, key: UserKey, query: str) -> list[Entry]:
+        return await self._entries(key, include_deleted=False)

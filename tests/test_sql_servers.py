@@ -1,0 +1,849 @@
+"""What is specific to the MySQL/MariaDB and PostgreSQL stores: DSNs and the
+environment, password masking, table names, utf8mb4 and exact user ids,
+hostile strings, one clear error per failure, and surviving a server restart.
+
+The behaviour every backend shares is in tests/conformance. Tests that need
+a server use the machine's (as the conformance harness does) or start a
+private one: MariaDB from ``mariadb-install-db``/``mariadbd``, PostgreSQL
+from ``initdb``/``pg_ctl`` (run as the ``postgres`` OS user), each on a free
+port in a temporary folder, stopped when the session ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backends import create
+from backends.mysql import MySQLTarget, lock_table_name
+from backends.mysql import parse_dsn as parse_mysql_dsn
+from backends.postgres import parse_dsn as parse_pg_dsn
+from memchat.engine import BackendError, ConfigError, MemoryLimitError, MemoryService, UserKey
+from tests.conformance.harness import HARNESSES
+from tests.support import require
+
+KEY = UserKey("memory-chat", "user")
+SERVERS = ["mysql", "postgres"]
+SECRET = "s3cr3t-P@ss:w/rd"
+MARIADB_BINARIES = ("/usr/bin/mariadb-install-db", "/usr/sbin/mariadbd")
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+START_TIMEOUT_S = 60
+
+
+# -- DSNs and the environment -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("dsn", "expected"),
+    [
+        ("mysql://bob:pw@db.example:3307/mem", MySQLTarget("db.example", 3307, "bob", "pw", "mem")),
+        ("mysql://root@127.0.0.1/test", MySQLTarget("127.0.0.1", 3306, "root", "", "test")),
+        ("mariadb://u:p%40ss%2Fx@h:1/d?charset=utf8mb4", MySQLTarget("h", 1, "u", "p@ss/x", "d")),
+        ("mysql+aiomysql://u@[::1]:3306/d", MySQLTarget("::1", 3306, "u", "", "d")),
+        (
+            "mysql://u:p@localhost/d?unix_socket=/run/mysqld/mysqld.sock",
+            MySQLTarget("localhost", 3306, "u", "p", "d", "/run/mysqld/mysqld.sock"),
+        ),
+        (
+            "root:pw@tcp(127.0.0.1:3306)/trpc_agent_go?parseTime=true&charset=utf8mb4",
+            MySQLTarget("127.0.0.1", 3306, "root", "pw", "trpc_agent_go"),
+        ),
+        ("user:p@ss:wo)rd@tcp(db:3310)/mem", MySQLTarget("db", 3310, "user", "p@ss:wo)rd", "mem")),
+        ("user@tcp(db)/mem", MySQLTarget("db", 3306, "user", "", "mem")),
+        ("u:p@/mem", MySQLTarget("127.0.0.1", 3306, "u", "p", "mem")),
+        ("u:p@tcp([::1]:3307)/mem", MySQLTarget("::1", 3307, "u", "p", "mem")),
+        ("u:p@unix(/tmp/my.sock)/mem?parseTime=true", MySQLTarget(user="u", password="p", database="mem",
+                                                                  unix_socket="/tmp/my.sock")),
+    ],
+)  # fmt: skip
+def test_mysql_dsn_spellings(dsn: str, expected: MySQLTarget) -> None:
+    assert parse_mysql_dsn(dsn) == expected
+
+
+@pytest.mark.parametrize(
+    ("dsn", "problem"),
+    [
+        ("   ", "is empty"),
+        ("root:pw@tcp(127.0.0.1:3306)", "'/' before the database name is missing"),
+        ("root:pw@tcp(127.0.0.1:3306/db", "unreadable address"),
+        ("root:pw@pipe(x)/db", "network 'pipe'"),
+        ("root:pw@tcp(h:99999)/db", "invalid port"),
+        ("mysql://root:pw@h:notaport/db", "not a valid URL"),
+        ("postgres://root:pw@h/db", "scheme 'postgres'"),
+        ("mysql://root:pw@h:3306", "names no database"),
+        ("root:pw@tcp(h:3306)/", "names no database"),
+    ],
+)
+def test_a_malformed_mysql_dsn_is_a_config_error_without_the_password(dsn: str, problem: str) -> None:
+    with pytest.raises(ConfigError, match="MYSQL_DSN") as info:
+        create("mysql", env={"MYSQL_DSN": dsn})
+    assert problem in str(info.value)
+    assert "pw" not in str(info.value).replace("MYSQL_DSN", "")
+
+
+@pytest.mark.parametrize(
+    ("dsn", "expected"),
+    [
+        ("postgres://bob:pw@db:5433/mem", {"user": "bob", "password": "pw", "host": "db", "port": "5433",
+                                           "dbname": "mem"}),
+        ("postgresql://root@127.0.0.1/test?sslmode=require&application_name=memchat",
+         {"user": "root", "host": "127.0.0.1", "dbname": "test", "sslmode": "require",
+          "application_name": "memchat"}),
+        ("postgresql://u:p%20w%40x@h/d%2Dx",
+         {"user": "u", "password": "p w@x", "host": "h", "dbname": "d-x"}),
+        ("postgresql://h1:5432,h2:5433/d", {"host": "h1,h2", "port": "5432,5433", "dbname": "d"}),
+        ("postgresql://[::1]:6000/d", {"host": "::1", "port": "6000", "dbname": "d"}),
+        ("postgresql:///d?host=/var/run/postgresql", {"dbname": "d", "host": "/var/run/postgresql"}),
+        ("host=db port=5433 dbname=mem user=bob password=pw sslmode=disable",
+         {"host": "db", "port": "5433", "dbname": "mem", "user": "bob", "password": "pw",
+          "sslmode": "disable"}),
+        ("host = db   dbname='my db' password='it\\'s a \\\\ secret'",
+         {"host": "db", "dbname": "my db", "password": "it's a \\ secret"}),
+        ("dbname=x password=", {"dbname": "x", "password": ""}),
+    ],
+)  # fmt: skip
+def test_postgres_dsn_spellings(dsn: str, expected: dict[str, str]) -> None:
+    assert parse_pg_dsn(dsn).params == expected
+
+
+@pytest.mark.parametrize(
+    ("dsn", "problem"),
+    [
+        ("  ", "is empty"),
+        ("just-a-host", "neither a postgres:// URL nor a libpq string"),
+        ("mysql://u:pw@h/d", "scheme 'mysql'"),
+        ("host=h password='pw", "unterminated quoted value"),
+        ("host=h =pw", "expected key=value"),
+        ("host=h colour=blue password=pw", "unknown option 'colour'"),
+        ("postgresql://u:pw@h/d?nonsense=1", "unknown option 'nonsense'"),
+        ("postgresql://u:pw@h:54x/d", "invalid port"),
+        ("host=h port=0 password=pw", "invalid port"),
+    ],
+)
+def test_a_malformed_postgres_dsn_is_a_config_error_without_the_password(dsn: str, problem: str) -> None:
+    with pytest.raises(ConfigError, match="POSTGRES_DSN") as info:
+        create("postgres", env={"POSTGRES_DSN": dsn})
+    assert problem in str(info.value)
+    assert "pw" not in str(info.value).replace("POSTGRES_DSN", "")
+
+
+def test_mysql_defaults_are_the_references() -> None:
+    store = create("mysql", env={})
+    assert store.target == MySQLTarget("localhost", 3306, "root", "", "trpc_agent_go")
+    assert store.describe() == "mysql (root@localhost:3306/trpc_agent_go, table memories)"
+    assert store.table.name == "memories" and store.locks.name == "memories_locks"
+
+
+def test_mysql_fields_then_dsn_then_argument_take_priority() -> None:
+    fields = {
+        "MYSQL_HOST": "db",
+        "MYSQL_PORT": "3310",
+        "MYSQL_USER": "app",
+        "MYSQL_PASSWORD": SECRET,
+        "MYSQL_DATABASE": "mem",
+    }
+    assert create("mysql", env=fields).target == MySQLTarget("db", 3310, "app", SECRET, "mem")
+    with_dsn = {**fields, "MYSQL_DSN": "other:pw2@tcp(dsnhost:3320)/dsndb?parseTime=true"}
+    assert create("mysql", env=with_dsn).target == MySQLTarget("dsnhost", 3320, "other", "pw2", "dsndb")
+    explicit = create("mysql", dsn="mysql://arg@arghost/argdb", env=with_dsn)
+    assert explicit.target == MySQLTarget("arghost", 3306, "arg", "", "argdb")
+    with pytest.raises(ConfigError, match="MYSQL_PORT has an invalid port 'x'"):
+        create("mysql", env={"MYSQL_PORT": "x"})
+
+
+def test_postgres_defaults_are_the_references() -> None:
+    store = create("postgres", env={})
+    assert store.target.params == {
+        "host": "localhost",
+        "port": "5432",
+        "user": "postgres",
+        "dbname": "trpc-agent-go-pgmemory",
+        "sslmode": "disable",
+    }
+    assert store.describe() == "postgres (postgres@localhost:5432/trpc-agent-go-pgmemory, table memories)"
+
+
+def test_postgres_fields_then_dsn_then_argument_take_priority() -> None:
+    fields = {
+        "PG_HOST": "db",
+        "PG_PORT": "5433",
+        "PG_USER": "app",
+        "PG_PASSWORD": SECRET,
+        "PG_DATABASE": "mem",
+        "PG_SSLMODE": "require",
+    }
+    assert create("postgres", env=fields).target.params == {
+        "host": "db",
+        "port": "5433",
+        "user": "app",
+        "password": SECRET,
+        "dbname": "mem",
+        "sslmode": "require",
+    }
+    with_dsn = {**fields, "POSTGRES_DSN": "host=dsnhost dbname=dsndb user=other"}
+    assert create("postgres", env=with_dsn).target.params == {
+        "host": "dsnhost",
+        "dbname": "dsndb",
+        "user": "other",
+    }
+    explicit = create("postgres", dsn="postgres://arg@arghost/argdb", env=with_dsn)
+    assert explicit.target.params == {"user": "arg", "host": "arghost", "dbname": "argdb"}
+    with pytest.raises(ConfigError, match="PG_PORT has an invalid port"):
+        create("postgres", env={"PG_PORT": "54321x"})
+
+
+@pytest.mark.parametrize(("name", "driver"), [("mysql", "aiomysql"), ("postgres", "psycopg")])
+def test_a_missing_driver_names_the_pip_install(name: str, driver: str) -> None:
+    code = (
+        f"import sys; sys.modules[{driver!r}] = None\n"
+        "import backends\n"
+        "from memchat.engine import ConfigError\n"
+        "try:\n"
+        f"    backends.create({name!r})\n"
+        "except ConfigError as exc:\n"
+        "    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert (
+        out.stdout.strip() == f"the {name} backend needs the {driver} package: pip install 'memchat[{name}]'"
+    )
+
+
+# -- passwords and table names ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "options"),
+    [
+        ("mysql", {"dsn": f"mysql://app:{SECRET.replace('@', '%40').replace('/', '%2F')}@db:3306/mem"}),
+        ("mysql", {"env": {"MYSQL_PASSWORD": SECRET}}),
+        ("mysql", {"env": {"MYSQL_DSN": f"app:{SECRET}@tcp(db:3306)/mem"}}),
+        ("postgres", {"dsn": f"host=db dbname=mem user=app password='{SECRET}'"}),
+        ("postgres", {"env": {"PG_PASSWORD": SECRET}}),
+    ],
+)
+def test_describe_masks_the_password(name: str, options: dict[str, Any]) -> None:
+    store = create(name, **options)
+    assert SECRET not in store.describe() and SECRET not in repr(store.engine.url)
+    assert ":***@" in store.describe()
+
+
+@pytest.mark.parametrize(("name", "limit"), [("mysql", 64), ("postgres", 63)])
+def test_table_names_are_validated_as_the_reference_does(name: str, limit: int) -> None:
+    create(name, table="t" * limit)
+    for bad in ("t" * (limit + 1), "memories; DROP TABLE x", "1memories", "mem-ories", "memories\n", ""):
+        with pytest.raises(ConfigError, match="invalid table name"):
+            create(name, table=bad)
+
+
+def test_postgres_schema_names_are_validated() -> None:
+    with pytest.raises(ConfigError, match="invalid schema name"):
+        create("postgres", schema='public"; DROP SCHEMA x; --')
+    with pytest.raises(ConfigError, match="invalid schema name"):
+        create("postgres", schema="s" * 64)
+
+
+# -- against the machine's servers --------------------------------------------
+
+
+@pytest.fixture(params=SERVERS)
+def server_options(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dict[str, Any]]:
+    """(backend, options) naming a fresh table on the machine's test database."""
+    harness = HARNESSES[request.param](tmp_path)
+    return harness.name, dict(harness.options)
+
+
+async def test_utf8mb4_round_trips_and_user_ids_compare_exactly(server_options) -> None:
+    name, options = server_options
+    users = ["a", "a ", "A", " a", "ａ", "🙂", "🙂🙂", "张三", "張三"]
+    apps = ["app", "App", "app "]
+    async with MemoryService(create(name, **options), limit=0) as svc:
+        for app in apps:
+            for user in users:
+                await svc.add(
+                    UserKey(app, user), f"{app!r}/{user!r}: 𝄞 🎉👩‍👩‍👧 张三喜欢编程 ✓", topics=["🏷️", "中文"]
+                )
+        for app in apps:
+            for user in users:
+                [entry] = await svc.read(UserKey(app, user))
+                assert entry.memory.text == f"{app!r}/{user!r}: 𝄞 🎉👩‍👩‍👧 张三喜欢编程 ✓"
+                assert entry.memory.topics == ("🏷️", "中文")
+                assert (entry.app, entry.user) == (app, user)
+        assert await svc.clear(UserKey("app", "a")) == 1
+        assert await svc.count(UserKey("app", "a ")) == 1 and await svc.count(UserKey("app", "A")) == 1
+
+
+INJECTIONS = [
+    "'; DROP TABLE memories; --",
+    "\\'; DROP TABLE memories; --",
+    "x' OR '1'='1",
+    '" OR ""="',
+    "`; DROP DATABASE test; --",
+    "$$; DROP TABLE memories; $$",
+    "%' OR user_id LIKE '%",
+    "\\\\%\\_",
+    "1; SELECT pg_sleep(10); --",
+    "'); SELECT SLEEP(10); --",
+]
+
+
+async def test_injection_strings_are_stored_verbatim_and_isolated(server_options) -> None:
+    name, options = server_options
+    store = create(name, **options)
+    async with MemoryService(store, limit=0, soft_delete=True) as svc:
+        bystander = UserKey("memory-chat", "bystander")
+        await svc.add(bystander, "an innocent memory")
+        for i, evil in enumerate(INJECTIONS):
+            key = UserKey(f"app {evil}", evil)
+            entry = await svc.add(key, evil, topics=[evil, f"topic {i}"])
+            [stored] = await svc.read(key)
+            assert stored.memory.text == evil and stored.memory.topics == (evil, f"topic {i}")
+            assert (stored.app, stored.user) == (f"app {evil}", evil)
+            assert [e.id for e in await svc.read(key, include_deleted=True)] == [entry.id]
+            await svc.delete(key, entry.id)
+            assert await svc.read(key) == []
+        assert [e.memory.text for e in await svc.read(bystander)] == ["an innocent memory"]
+        assert await svc.count(UserKey("memory-chat", "%")) == 0
+        assert await svc.count(UserKey("%", "%")) == 0
+
+
+async def test_the_limit_holds_for_concurrent_writers_with_separate_pools(server_options) -> None:
+    """The limit check and the insert are one transaction under the user's lock
+    (the reference checks, then inserts, and races)."""
+    name, options = server_options
+    services = [MemoryService(create(name, **options), limit=5) for _ in range(3)]
+    try:
+        for svc in services:  # open, and fill each pool, before the race starts
+            await svc.open()
+            await asyncio.gather(*(svc.count(KEY) for _ in range(10)))
+
+        async def add(svc: MemoryService, i: int) -> bool:
+            try:
+                await svc.add(KEY, f"racing fact {i}")
+                return True
+            except MemoryLimitError:
+                return False
+
+        for rnd in range(3):
+            await services[0].clear(KEY)
+            results = await asyncio.gather(*(add(services[i % 3], 100 * rnd + i) for i in range(30)))
+            assert sum(results) == 5
+            assert await services[0].count(KEY) == 5
+    finally:
+        for svc in services:
+            await svc.close()
+
+
+async def test_long_table_names_work_on_the_server(server_options) -> None:
+    name, options = server_options
+    limit = 64 if name == "mysql" else 63
+    table = (options["table"] + "_" + "x" * 64)[:limit]
+    store = create(name, **{**options, "table": table})
+    try:
+        async with MemoryService(store) as svc:
+            await svc.add(KEY, "a memory in a table with a maximal name")
+            assert await svc.count(KEY) == 1
+    finally:
+        await _drop_tables(name, options["dsn"], [table])
+
+
+async def test_postgres_tables_can_live_in_their_own_schema(tmp_path: Path) -> None:
+    options = HARNESSES["postgres"](tmp_path).options
+    schema = f"memchat_s_{uuid.uuid4().hex[:8]}"
+    try:
+        store = create("postgres", schema=schema, **options)
+        assert store.describe().endswith(f"table {schema}.{options['table']})")
+        async with MemoryService(store) as svc:
+            await svc.add(KEY, "in a schema")
+        async with MemoryService(create("postgres", schema=schema, **options)) as svc:
+            assert [e.memory.text for e in await svc.read(KEY)] == ["in a schema"]
+        async with MemoryService(create("postgres", **options)) as svc:
+            assert await svc.read(KEY) == []  # the default schema has its own table
+    finally:
+        await _drop_tables("postgres", options["dsn"], [f"{schema}.{options['table']}"], schema=schema)
+
+
+async def test_a_missing_database_is_one_clear_error(server_options) -> None:
+    name, options = server_options
+    dsn = options["dsn"].rsplit("/", 1)[0] + "/memchat_no_such_db"
+    message = await _failure(create(name, dsn=dsn, table=options["table"]))
+    assert "database memchat_no_such_db does not exist: create it (CREATE DATABASE" in message
+    assert "or set the database in the DSN" in message
+
+
+async def test_missing_database_from_the_variables_names_the_variable() -> None:
+    env = _mysql_env_from_harness()
+    env["MYSQL_DATABASE"] = "memchat_no_such_db"
+    message = await _failure(create("mysql", env=env))
+    assert message.endswith("or set MYSQL_DATABASE")
+    assert message.startswith(
+        f"mysql backend at {env['MYSQL_USER']}@{env['MYSQL_HOST']}:{env['MYSQL_PORT']}/"
+    )
+
+
+@pytest.mark.parametrize("name", SERVERS)
+async def test_a_server_that_is_down_is_one_clear_error(name: str) -> None:
+    port = _free_port()
+    if name == "mysql":
+        env = {"MYSQL_HOST": "127.0.0.1", "MYSQL_PORT": str(port), "MYSQL_PASSWORD": SECRET}
+        fix = "set MYSQL_HOST and MYSQL_PORT to a running MySQL/MariaDB"
+    else:
+        env = {"PG_HOST": "127.0.0.1", "PG_PORT": str(port), "PG_PASSWORD": SECRET}
+        fix = "set PG_HOST and PG_PORT to a running PostgreSQL"
+    started = time.monotonic()
+    message = await _failure(create(name, env=env))
+    assert time.monotonic() - started < 15
+    assert f"{name} backend at " in message and f":***@127.0.0.1:{port}/" in message
+    assert f"cannot connect to the server at 127.0.0.1:{port} (it is down or unreachable)" in message
+    assert message.endswith(fix)
+
+
+# -- private servers ----------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for(check, what: str, timeout: float = START_TIMEOUT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"{what} did not come up within {timeout} s")
+
+
+class MariaDB:
+    """A private mariadbd on a free port (root without a password over TCP)."""
+
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="memchat-mariadb-"))
+        self.data = self.dir / "data"
+        self.port = _free_port()
+        self.proc: subprocess.Popen | None = None
+        subprocess.run(
+            [
+                MARIADB_BINARIES[0],
+                "--no-defaults",
+                f"--datadir={self.data}",
+                "--user=root",
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+
+    def start(self) -> None:
+        log = open(self.dir / "server.log", "ab")  # noqa: SIM115 (the server keeps it)
+        self.proc = subprocess.Popen(
+            [
+                MARIADB_BINARIES[1],
+                "--no-defaults",
+                f"--datadir={self.data}",
+                f"--port={self.port}",
+                "--bind-address=127.0.0.1",
+                f"--socket={self.dir / 's.sock'}",
+                f"--pid-file={self.dir / 'server.pid'}",
+                "--user=root",
+                "--skip-name-resolve",
+                "--innodb-buffer-pool-size=32M",
+                "--skip-log-bin",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        _wait_for(self._ready, f"mariadbd on port {self.port}")
+
+    def _ready(self) -> bool:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(f"mariadbd exited: {(self.dir / 'server.log').read_text()[-2000:]}")
+        try:
+            self.sql("SELECT 1")
+            return True
+        except Exception:
+            return False
+
+    def sql(self, *statements: str) -> None:
+        import pymysql
+
+        conn = pymysql.connect(host="127.0.0.1", port=self.port, user="root", connect_timeout=2)
+        try:
+            with conn.cursor() as cur:
+                for statement in statements:
+                    cur.execute(statement)
+            conn.commit()
+        finally:
+            conn.close()
+
+    def kill(self) -> None:
+        """Crash it (SIGKILL): no clean shutdown, no goodbye to the clients."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(30)
+        self.proc = None
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.proc = None
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Postgres:
+    """A private PostgreSQL cluster on a free port, password (scram) auth."""
+
+    password = "pg-" + SECRET
+
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="memchat-pg-"))
+        self.data = self.dir / "data"
+        self.port = _free_port()
+        pwfile = self.dir / "pw"
+        pwfile.write_text(self.password + "\n")
+        shutil.chown(self.dir, "postgres")
+        shutil.chown(pwfile, "postgres")
+        self._as_postgres(
+            str(PG_BIN / "initdb"),
+            "-D",
+            str(self.data),
+            "-U",
+            "postgres",
+            "-A",
+            "scram-sha-256",
+            f"--pwfile={pwfile}",
+            "--no-sync",
+            "-E",
+            "UTF8",
+            "--locale=C",
+        )
+        pwfile.unlink()
+
+    def _as_postgres(self, *command: str, timeout: float = 120) -> None:
+        subprocess.run(
+            ["runuser", "-u", "postgres", "--", *command], check=True, capture_output=True, timeout=timeout
+        )
+
+    def _pg_ctl(self, *args: str) -> None:
+        self._as_postgres(str(PG_BIN / "pg_ctl"), "-D", str(self.data), *args)
+
+    def start(self) -> None:
+        options = f"-p {self.port} -c listen_addresses=127.0.0.1 -k {self.dir} -c fsync=off"
+        self._pg_ctl(
+            "-l", str(self.dir / "server.log"), "-w", "-t", str(START_TIMEOUT_S), "-o", options, "start"
+        )
+
+    def dsn(self, user: str = "postgres", password: str | None = None, dbname: str = "postgres") -> str:
+        password = self.password if password is None else password
+        return f"host=127.0.0.1 port={self.port} user={user} password='{password}' dbname={dbname}"
+
+    def sql(self, *statements: str) -> None:
+        import psycopg
+
+        with psycopg.connect(self.dsn(), autocommit=True, connect_timeout=5) as conn:
+            for statement in statements:
+                conn.execute(statement)
+
+    def kill(self) -> None:
+        """Crash it: immediate shutdown (SIGQUIT), no checkpoint, recovery on restart."""
+        self._pg_ctl("-m", "immediate", "-w", "-t", "30", "stop")
+
+    def stop(self) -> None:
+        with contextlib.suppress(subprocess.SubprocessError):
+            self._pg_ctl("-m", "fast", "-w", "-t", "30", "stop")
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def mariadb() -> Iterator[MariaDB]:
+    missing = [b for b in MARIADB_BINARIES if not os.access(b, os.X_OK)]
+    require(not missing, f"MariaDB server binaries are not installed: {', '.join(missing)}")
+    require(os.geteuid() == 0, "a private mariadbd is started as root (--user=root) in these tests")
+    server = MariaDB()
+    try:
+        server.start()
+        server.sql(
+            "CREATE DATABASE memchat CHARACTER SET utf8mb4",
+            f"CREATE USER 'pw_user'@'%' IDENTIFIED BY '{SECRET}'",
+            "GRANT ALL ON memchat.* TO 'pw_user'@'%'",
+            f"CREATE USER 'reader'@'%' IDENTIFIED BY '{SECRET}'",
+            "GRANT SELECT ON memchat.* TO 'reader'@'%'",
+            f"CREATE USER 'outsider'@'%' IDENTIFIED BY '{SECRET}'",
+        )
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    missing = [str(PG_BIN / b) for b in ("initdb", "pg_ctl", "postgres") if not (PG_BIN / b).exists()]
+    require(not missing, f"PostgreSQL server binaries are not installed: {', '.join(missing)}")
+    require(os.geteuid() == 0 and _has_user("postgres"), "a private cluster runs as the postgres OS user")
+    server = Postgres()
+    try:
+        server.start()
+        server.sql(
+            "CREATE DATABASE memchat",
+            f"CREATE ROLE pw_user LOGIN PASSWORD '{SECRET}'",
+            "ALTER DATABASE memchat OWNER TO pw_user",
+            f"CREATE ROLE reader LOGIN PASSWORD '{SECRET}'",
+        )
+        yield server
+    finally:
+        server.stop()
+
+
+def _has_user(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+        return True
+    except KeyError:
+        return False
+
+
+def _mysql_dsn(server: MariaDB, user: str = "pw_user", password: str = SECRET, db: str = "memchat") -> str:
+    return f"{user}:{password}@tcp(127.0.0.1:{server.port})/{db}?parseTime=true&charset=utf8mb4"
+
+
+def _mysql_env_from_harness() -> dict[str, str]:
+    target = parse_mysql_dsn(os.environ.get("MEMCHAT_TEST_MYSQL_DSN") or "mysql://root@127.0.0.1:3306/test")
+    return {
+        "MYSQL_HOST": target.host,
+        "MYSQL_PORT": str(target.port),
+        "MYSQL_USER": target.user,
+        "MYSQL_PASSWORD": target.password,
+        "MYSQL_DATABASE": target.database,
+    }
+
+
+async def _failure(store: Any) -> str:
+    """The message of the BackendError a first call raises; checks its form."""
+    svc = MemoryService(store)
+    try:
+        with pytest.raises(BackendError) as info:
+            await svc.add(KEY, "anything")
+    finally:
+        await svc.close()
+    message = str(info.value)
+    assert "\n" not in message and "Traceback" not in message
+    assert SECRET not in message
+    return message
+
+
+async def test_mysql_wrong_password(mariadb: MariaDB, caplog) -> None:
+    caplog.set_level(logging.DEBUG)
+    message = await _failure(create("mysql", dsn=_mysql_dsn(mariadb, password="wrong-" + SECRET)))
+    assert message == (
+        f"mysql backend at pw_user:***@127.0.0.1:{mariadb.port}/memchat: connecting and creating the "
+        "table failed: access denied for user 'pw_user': the password is wrong or the user does not "
+        "exist; set the user and password in the DSN to a valid account"
+    )
+    assert SECRET not in caplog.text
+
+
+async def test_mysql_permission_denied(mariadb: MariaDB) -> None:
+    message = await _failure(create("mysql", dsn=_mysql_dsn(mariadb, user="reader")))
+    assert "permission denied: CREATE command denied to user 'reader'" in message
+    assert "grant user 'reader' SELECT, INSERT, UPDATE, DELETE, CREATE and INDEX on `memchat`.*" in message
+    message = await _failure(create("mysql", dsn=_mysql_dsn(mariadb, user="outsider")))
+    assert message.endswith(
+        "permission denied: user 'outsider' may not use database memchat (or it does not exist); create "
+        "it and grant it (GRANT ALL ON `memchat`.* TO 'outsider'), or set the user and database in the "
+        "DSN to an account and database that work"
+    )
+
+
+async def test_mysql_missing_database(mariadb: MariaDB) -> None:
+    message = await _failure(create("mysql", dsn=_mysql_dsn(mariadb, user="root", password="", db="nope")))
+    assert message == (
+        f"mysql backend at root@127.0.0.1:{mariadb.port}/nope: connecting and creating the table failed: "
+        "database nope does not exist: create it (CREATE DATABASE `nope` CHARACTER SET utf8mb4) "
+        "or set the database in the DSN"
+    )
+
+
+async def test_postgres_wrong_password(postgres: Postgres, caplog) -> None:
+    caplog.set_level(logging.DEBUG)
+    env = {
+        "PG_HOST": "127.0.0.1",
+        "PG_PORT": str(postgres.port),
+        "PG_USER": "pw_user",
+        "PG_PASSWORD": "wrong-" + SECRET,
+        "PG_DATABASE": "memchat",
+    }
+    message = await _failure(create("postgres", env=env))
+    assert message == (
+        f"postgres backend at pw_user:***@127.0.0.1:{postgres.port}/memchat: connecting and creating "
+        "the table failed: access denied for user 'pw_user': the password is wrong or missing; "
+        "set PG_USER and PG_PASSWORD to a valid account"
+    )
+    assert SECRET not in caplog.text
+
+
+async def test_postgres_permission_denied_and_missing_database(postgres: Postgres) -> None:
+    # PostgreSQL 15 lets only the owner create tables in the public schema.
+    message = await _failure(create("postgres", dsn=postgres.dsn("reader", SECRET, "memchat")))
+    assert "permission denied for user 'reader' (permission denied for schema public)" in message
+    assert "grant it CONNECT on the database and USAGE, CREATE on the schema" in message
+    message = await _failure(create("postgres", dsn=postgres.dsn("pw_user", SECRET, "nope")))
+    assert message.endswith('database nope does not exist: create it (CREATE DATABASE "nope") or set the '
+                            "database in the DSN")  # fmt: skip
+
+
+async def test_postgres_with_a_password_works(postgres: Postgres) -> None:
+    password = SECRET.replace("@", "%40").replace("/", "%2F")
+    url = f"postgresql://pw_user:{password}@127.0.0.1:{postgres.port}/memchat"
+    async with MemoryService(create("postgres", dsn=url)) as svc:
+        await svc.add(KEY, "authenticated with scram")
+        assert await svc.count(KEY) == 1
+
+
+async def _survives_a_restart(svc: MemoryService, kill, start, port: int) -> None:
+    await svc.add(KEY, "before the crash")
+    kill()
+    started = time.monotonic()
+    for call in (lambda: svc.add(KEY, "while it is down"), lambda: svc.read(KEY)):
+        with pytest.raises(BackendError) as info:
+            await call()
+        message = str(info.value)
+        assert "\n" not in message and SECRET not in message
+        assert f"cannot connect to the server at 127.0.0.1:{port} (it is down or unreachable)" in message
+    assert time.monotonic() - started < 30
+    start()
+    # The very next call works: no restart of this process, no manual reconnect.
+    await svc.add(KEY, "after the restart")
+    assert [e.memory.text for e in await svc.read(KEY)] == ["after the restart", "before the crash"]
+
+
+async def test_mysql_survives_a_server_restart(mariadb: MariaDB) -> None:
+    store = create("mysql", dsn=_mysql_dsn(mariadb), table=f"restart_{uuid.uuid4().hex[:8]}")
+    async with MemoryService(store) as svc:
+        # Several pooled connections go stale at once.
+        await asyncio.gather(*(svc.add(KEY, f"warm-up {i}") for i in range(8)))
+        await svc.clear(KEY)
+        await _survives_a_restart(svc, mariadb.kill, mariadb.start, mariadb.port)
+
+
+async def test_postgres_survives_a_server_restart(postgres: Postgres) -> None:
+    store = create("postgres", dsn=postgres.dsn("pw_user", SECRET, "memchat"), table="restart_test")
+    async with MemoryService(store) as svc:
+        await asyncio.gather(*(svc.add(KEY, f"warm-up {i}") for i in range(8)))
+        await svc.clear(KEY)
+        await _survives_a_restart(svc, postgres.kill, postgres.start, postgres.port)
+
+
+async def _a_write_cut_off_by_a_crash_changes_nothing(store: Any, kill, start) -> None:
+    svc = MemoryService(store)
+    try:
+        kept = await svc.add(KEY, "committed before the crash")
+
+        async def work(tx) -> None:
+            await tx.put(replace(kept, memory=replace(kept.memory, text="half-written")))
+            await asyncio.to_thread(kill)
+            await tx.remove(kept.id)
+
+        with pytest.raises(BackendError, match=r"failed: the connection to 127\.0\.0\.1:\d+ was lost"):
+            await store.atomic(KEY, work)
+        start()
+        [entry] = await svc.read(KEY)
+        assert entry == kept  # rolled back whole
+        await svc.add(KEY, "written after the restart")
+        assert await svc.count(KEY) == 2
+    finally:
+        await svc.close()
+
+
+async def test_mysql_write_cut_off_by_a_crash_changes_nothing(mariadb: MariaDB) -> None:
+    store = create("mysql", dsn=_mysql_dsn(mariadb), table=f"crash_{uuid.uuid4().hex[:8]}")
+    await _a_write_cut_off_by_a_crash_changes_nothing(store, mariadb.kill, mariadb.start)
+
+
+async def test_postgres_write_cut_off_by_a_crash_changes_nothing(postgres: Postgres) -> None:
+    store = create(
+        "postgres", dsn=postgres.dsn("pw_user", SECRET, "memchat"), table=f"crash_{uuid.uuid4().hex[:8]}"
+    )
+    await _a_write_cut_off_by_a_crash_changes_nothing(store, postgres.kill, postgres.start)
+
+
+async def test_a_connection_dropped_mid_session_is_replaced(server_options) -> None:
+    """The server ends our session (as a restart or an idle timeout would)."""
+    name, options = server_options
+    store = create(name, **options)
+    async with MemoryService(store) as svc:
+        await svc.add(KEY, "first")
+        await _kill_my_sessions(name, store)
+        # pool_pre_ping notices the dead connection and replaces it.
+        await svc.add(KEY, "second")
+        assert await svc.count(KEY) == 2
+
+
+# -- helpers ------------------------------------------------------------------
+
+
+async def _kill_my_sessions(name: str, store: Any) -> None:
+    import sqlalchemy as sa
+
+    query = "SELECT CONNECTION_ID()" if name == "mysql" else "SELECT pg_backend_pid()"
+    async with store.engine.connect() as conn:
+        me = int((await conn.execute(sa.text(query))).scalar())
+    kill = f"KILL {me}" if name == "mysql" else f"SELECT pg_terminate_backend({me})"
+    await asyncio.to_thread(_admin, name, store.target, kill)
+
+
+def _admin(name: str, target: Any, statement: str) -> None:
+    """Run one statement on the server of ``target`` with a sync driver."""
+    if name == "mysql":
+        import pymysql
+
+        args = target.connect_args()
+        args["database"] = args.pop("db")  # PyMySQL's name for aiomysql's "db"
+        conn = pymysql.connect(**args)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(statement)
+        finally:
+            conn.close()
+    else:
+        import psycopg
+
+        with psycopg.connect(**target.params, autocommit=True) as conn:
+            conn.execute(statement)
+
+
+async def _drop_tables(name: str, dsn: str, tables: list[str], schema: str | None = None) -> None:
+    if name == "mysql":
+        names = ", ".join(f"`{t}`, `{lock_table_name(t)}`" for t in tables)
+        statement, target = f"DROP TABLE IF EXISTS {names}", parse_mysql_dsn(dsn)
+    elif schema:
+        statement, target = f'DROP SCHEMA IF EXISTS "{schema}" CASCADE', parse_pg_dsn(dsn)
+    else:
+        statement = "DROP TABLE IF EXISTS " + ", ".join(f'"{t}"' for t in tables)
+        target = parse_pg_dsn(dsn)
+    await asyncio.to_thread(_admin, name, target, statement)
