@@ -1,0 +1,379 @@
+"""What is specific to the ChromaDB store: the record layout, the buffered
+all-or-nothing section with read-back verification, the per-user lock shared
+by store objects, the collection's space and dimension, the ``CHROMA_*``
+variables, credentials, and one clear error per failure — against a real
+``chroma run`` server (tests/vector_servers.py, or MEMCHAT_TEST_CHROMA_URL),
+and the embedded persistent mode.
+
+The behaviour every backend shares is in tests/conformance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from memchat.engine import BackendError, ConfigError, MemoryService, Metadata, UserKey
+from tests import vector_contract as contract
+from tests.support import require
+from tests.vector_servers import ServerUnavailable, chroma_url
+
+pytest.importorskip("chromadb", reason="chromadb is not installed: pip install 'memchat[chroma]'")
+
+import chromadb
+from chromadb.config import Settings
+
+from backends import create
+from backends.chromadb import ChromaStore
+
+TOKEN = "tok-s3cret-value"
+
+
+@pytest.fixture(scope="module")
+def url() -> str:
+    try:
+        return chroma_url()
+    except ServerUnavailable as exc:
+        require(False, str(exc))
+        raise
+
+
+@pytest.fixture(scope="module")
+def client(url: str) -> Any:
+    return chromadb.HttpClient(host=url, settings=Settings(anonymized_telemetry=False))
+
+
+@pytest.fixture
+async def make_store(url: str, client: Any) -> AsyncIterator[Any]:
+    """Stores on one fresh collection (dimension 8 unless given); closed and
+    the collection deleted afterwards."""
+    name = f"memchat-vtest-{uuid.uuid4().hex[:12]}"
+    made: list[ChromaStore] = []
+
+    async def make(**options: Any) -> ChromaStore:
+        options = {"url": url, "collection": name, "dimension": contract.DIM, "env": {}, **options}
+        store = create("chromadb", **options)
+        made.append(store)
+        await store.open()
+        return store
+
+    yield make
+    for store in made:
+        await store.close()
+    with contextlib.suppress(Exception):  # never created
+        client.delete_collection(name)
+
+
+# -- the vector contract -------------------------------------------------------
+
+
+async def test_declares_vector_search_without_transactions_or_processes(make_store) -> None:
+    await contract.check_protocol(make_store)
+    caps = (await make_store()).capabilities
+    assert caps.persistent and not caps.transactions and not caps.multi_process
+
+
+async def test_ranking_and_exact_cosine_scores(make_store) -> None:
+    await contract.check_ranking_and_scores(make_store)
+
+
+async def test_put_without_a_vector_keeps_the_stored_embedding(make_store) -> None:
+    await contract.check_none_keeps_the_stored_embedding(make_store)
+
+
+async def test_a_failed_section_changes_nothing(make_store) -> None:
+    await contract.check_failed_section_changes_nothing(make_store)
+
+
+async def test_a_vector_of_the_wrong_dimension_is_rejected(make_store) -> None:
+    await contract.check_wrong_dimension_is_rejected(make_store)
+
+
+async def test_a_user_crowded_out_by_another_still_gets_k(make_store) -> None:
+    await contract.check_crowded_user_still_gets_k(make_store)
+
+
+async def test_two_store_objects_serialise_one_user(make_store) -> None:
+    await contract.check_store_objects_share_the_user_lock(lambda: make_store(dimension=384))
+
+
+async def test_semantic_and_hybrid_search_with_the_offline_embedder(make_store) -> None:
+    await contract.check_semantic_search_with_the_offline_embedder(make_store)
+
+
+# -- records and sections --------------------------------------------------------
+
+
+async def test_the_record_layout(make_store, client) -> None:
+    store = await make_store(dimension=384)
+    when = datetime(2024, 5, 1, 12, 30, tzinfo=UTC)
+    async with MemoryService(store) as svc:
+        added = await svc.add(
+            contract.KEY,
+            "Went hiking with Bob",
+            topics=["outdoors", "friends"],
+            metadata=Metadata(kind="episode", event_time=when, participants=["Bob"], location="Kyoto"),
+        )
+    record = client.get_collection(store.collection_name).get(
+        ids=[store.record_id(contract.KEY, added.id)], include=["documents", "metadatas", "embeddings"]
+    )
+    [document], [meta] = record["documents"], record["metadatas"]
+    assert document == "Went hiking with Bob"
+    assert meta["app_name"] == contract.KEY.app and meta["user_id"] == contract.KEY.user
+    assert meta["memory_id"] == added.id and meta["kind"] == "episode"
+    assert meta["has_event_time"] is True and meta["event_time_us"] == 1714566600000000
+    assert meta["topics"] == ["outdoors", "friends"] and meta["participants"] == ["Bob"]
+    assert meta["location"] == "Kyoto" and meta["deleted_at_us"] == 0
+    assert meta["created_at_us"] == meta["updated_at_us"] > 0
+    assert len(record["embeddings"][0]) == 384
+    collection_meta = client.get_collection(store.collection_name).metadata
+    assert collection_meta["memchat_dimension"] == 384
+
+
+async def test_optional_fields_are_removed_not_left_behind(make_store) -> None:
+    """An upsert merges metadata into the stored record: emptied topics must
+    not survive."""
+    store = await make_store(dimension=384)
+    async with MemoryService(store) as svc:
+        added = await svc.add(contract.KEY, "User likes tea", topics=["drinks"])
+        await svc.update(contract.KEY, added.id, "User likes tea", topics=[])
+        assert (await svc.get(contract.KEY, added.id)).memory.topics == ()
+
+
+async def test_a_section_reads_its_own_writes_and_counts_them(make_store) -> None:
+    store = await make_store()
+    await contract.put_all(
+        store, contract.KEY, [(contract.entry(contract.KEY, "a", "first"), contract.vec(1))]
+    )
+
+    async def work(tx) -> tuple[int, int, bool]:
+        before = await tx.count_active()
+        await tx.put(contract.entry(contract.KEY, "b", "second", 1), contract.vec(0, 1))
+        await tx.put(contract.entry(contract.KEY, "a", "first", 2, deleted=True))
+        await tx.put(contract.entry(contract.KEY, "c", "third", 3), contract.vec(0, 0, 1))
+        await tx.remove("c")
+        return before, await tx.count_active(), (await tx.get("b")) is not None
+
+    assert await store.atomic(contract.KEY, work) == (1, 1, True)
+    assert contract.ids(await store.list(contract.KEY)) == ["b"]
+    assert await store.count(contract.KEY, include_deleted=True) == 2
+
+
+async def test_reads_outside_a_section_never_see_its_pending_writes(make_store) -> None:
+    store = await make_store()
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def work(tx) -> None:
+        await tx.put(contract.entry(contract.KEY, "a", "pending"), contract.vec(1))
+        started.set()
+        await release.wait()
+
+    section = asyncio.create_task(store.atomic(contract.KEY, work))
+    await started.wait()
+    assert await store.count(contract.KEY) == 0
+    release.set()
+    await section
+    assert await store.count(contract.KEY) == 1
+
+
+async def test_soft_clear_keeps_text_and_embedding_for_restore(make_store) -> None:
+    store = await make_store(dimension=384)
+    async with MemoryService(store, soft_delete=True) as svc:
+        kept = [await svc.add(contract.KEY, f"fact number {i}") for i in range(3)]
+        assert await svc.clear(contract.KEY) == 3
+        assert await store.vector_candidates(contract.KEY, [1.0] + [0.0] * 383, 5) == []
+        restored = await svc.restore(contract.KEY, kept[0].id)
+        assert restored.memory.text == "fact number 0"
+    [hit] = await store.vector_candidates(contract.KEY, [1.0] + [0.0] * 383, 5)
+    assert hit.id == kept[0].id
+
+
+async def test_many_memories_are_read_across_pages(make_store) -> None:
+    store = await make_store()
+    items = [
+        (contract.entry(contract.KEY, f"m{i:04d}", f"memory {i}", i), contract.vec(1, i)) for i in range(1100)
+    ]
+    await contract.put_all(store, contract.KEY, items)
+    listed = await store.list(contract.KEY)
+    assert len(listed) == 1100 and listed[0].id == "m1099" and listed[-1].id == "m0000"
+    assert await store.count(contract.KEY) == 1100
+    assert len(await store.list(contract.KEY, limit=7)) == 7
+
+
+# -- the collection ------------------------------------------------------------------
+
+
+async def test_an_existing_collection_of_another_dimension_is_one_clear_error(make_store) -> None:
+    store = await make_store(dimension=8)
+    await contract.put_all(store, contract.KEY, [(contract.entry(contract.KEY, "a", "x"), contract.vec(1))])
+    with pytest.raises(BackendError) as info:
+        await make_store(dimension=384)
+    message = str(info.value)
+    assert "dimension mismatch" in message and "8-dimension" in message and "384-dimension" in message
+    assert "CHROMA_COLLECTION" in message and "\n" not in message
+
+
+async def test_a_foreign_collection_is_checked_by_its_records(make_store, client) -> None:
+    name = f"memchat-vtest-{uuid.uuid4().hex[:12]}"
+    foreign = client.create_collection(
+        name, embedding_function=None, configuration={"hnsw": {"space": "cosine"}}
+    )
+    try:
+        foreign.add(ids=["x"], embeddings=[[0.1] * 16], documents=["someone else's"])
+        with pytest.raises(BackendError, match="holds 16-dimension embeddings"):
+            await make_store(collection=name, dimension=8)
+    finally:
+        client.delete_collection(name)
+
+
+async def test_a_collection_with_another_distance_is_refused(make_store, client) -> None:
+    name = f"memchat-vtest-{uuid.uuid4().hex[:12]}"
+    client.create_collection(name, embedding_function=None, configuration={"hnsw": {"space": "l2"}})
+    try:
+        with pytest.raises(BackendError, match="uses the l2 distance"):
+            await make_store(collection=name)
+    finally:
+        client.delete_collection(name)
+
+
+async def test_the_embedded_store_persists_across_reopening(tmp_path) -> None:
+    path = tmp_path / "chroma"
+    store = create("chromadb", path=path, dimension=contract.DIM, env={})
+    assert "embedded" in store.describe()
+    await contract.put_all(
+        store, contract.KEY, [(contract.entry(contract.KEY, "a", "kept"), contract.vec(1))]
+    )
+    await store.close()
+    again = create("chromadb", env={"CHROMA_PATH": str(path)}, dimension=contract.DIM)
+    try:
+        [hit] = await again.vector_candidates(contract.KEY, contract.vec(1), 3)
+        assert hit.memory.text == "kept" and hit.score == pytest.approx(1.0, abs=1e-5)
+    finally:
+        await again.close()
+
+
+# -- configuration --------------------------------------------------------------------
+
+
+def test_the_chroma_variables_are_read() -> None:
+    env = {
+        "CHROMA_BASE_URL": "https://chroma.example:8443/",
+        "CHROMA_COLLECTION": "team-memories",
+        "CHROMA_TENANT": "acme",
+        "CHROMA_DATABASE": "prod",
+        "CHROMA_API_KEY": TOKEN,
+    }
+    store = create("chromadb", env=env)
+    assert (store.url, store.collection_name) == ("https://chroma.example:8443", "team-memories")
+    assert (store.tenant, store.database) == ("acme", "prod")
+    assert store._headers["X-Chroma-Token"] == TOKEN
+    assert TOKEN not in store.describe() and "chroma.example:8443" in store.describe()
+    bearer = create("chromadb", env={"CHROMA_BASE_URL": "https://c.example", "CHROMA_BEARER_TOKEN": TOKEN})
+    assert bearer._headers["Authorization"] == f"Bearer {TOKEN}"
+
+
+def test_the_defaults() -> None:
+    store = create("chromadb", env={})
+    assert store.url is None and store.path is not None and str(store.path).endswith("chroma")
+    assert (store.collection_name, store.tenant, store.database) == (
+        "memories",
+        "default_tenant",
+        "default_database",
+    )
+    assert store.dimension == 384
+
+
+def test_credentials_never_go_over_plain_http_to_another_host() -> None:
+    with pytest.raises(ConfigError, match="https"):
+        create("chromadb", env={"CHROMA_BASE_URL": "http://chroma.example:8000", "CHROMA_API_KEY": TOKEN})
+    create("chromadb", env={"CHROMA_BASE_URL": "http://127.0.0.1:8000", "CHROMA_API_KEY": TOKEN})
+    create("chromadb", env={"CHROMA_BASE_URL": "http://chroma.example:8000"})
+
+
+@pytest.mark.parametrize(
+    "name", ["ab", "-memories", "memories-", "a..b", "192.168.0.1", "with space", "x" * 513]
+)
+def test_invalid_collection_names_are_refused(name) -> None:
+    with pytest.raises(ConfigError, match="collection name"):
+        create("chromadb", env={}, collection=name)
+
+
+@pytest.mark.parametrize("url", ["ftp://host", "localhost:8000", "http://", "http://host:99999"])
+def test_invalid_urls_are_refused(url) -> None:
+    with pytest.raises(ConfigError, match="CHROMA_BASE_URL"):
+        create("chromadb", env={"CHROMA_BASE_URL": url})
+
+
+# -- errors ---------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def test_a_server_that_is_down_is_one_sentence_with_the_url_and_the_fix() -> None:
+    port = _free_port()
+    store = create("chromadb", url=f"http://127.0.0.1:{port}", api_key=TOKEN, env={})
+    with pytest.raises(BackendError) as info:
+        await store.open()
+    message = str(info.value)
+    assert f"http://127.0.0.1:{port}" in message and "CHROMA_BASE_URL" in message and "start it" in message
+    assert TOKEN not in message and "\n" not in message
+    with pytest.raises(BackendError):  # every call, not only open
+        await store.list(UserKey("a", "b"))
+
+
+async def test_a_missing_tenant_names_the_variables(url) -> None:
+    store = create("chromadb", url=url, tenant=f"nobody-{uuid.uuid4().hex[:6]}", env={})
+    with pytest.raises(BackendError) as info:
+        await store.open()
+    assert "CHROMA_TENANT" in str(info.value)
+
+
+async def test_a_server_that_goes_away_and_comes_back_needs_no_restart() -> None:
+    from tests.vector_servers import ChromaServer
+
+    server = ChromaServer()
+    try:
+        await asyncio.to_thread(server.start)
+    except ServerUnavailable as exc:
+        require(False, str(exc))
+    try:
+        store = create("chromadb", url=server.url, collection="comes-back", dimension=contract.DIM, env={})
+        await contract.put_all(
+            store, contract.KEY, [(contract.entry(contract.KEY, "a", "x"), contract.vec(1))]
+        )
+        await asyncio.to_thread(server.pause)
+        with pytest.raises(BackendError, match="cannot reach the Chroma server"):
+            await store.list(contract.KEY)
+        await asyncio.to_thread(server.resume)
+        assert contract.ids(await store.list(contract.KEY)) == ["a"]
+        await contract.put_all(
+            store, contract.KEY, [(contract.entry(contract.KEY, "b", "y", 1), contract.vec(0, 1))]
+        )
+        assert contract.ids(await store.vector_candidates(contract.KEY, contract.vec(0, 1), 1)) == ["b"]
+        await store.close()
+    finally:
+        await asyncio.to_thread(server.stop)
+
+
+async def test_a_server_that_never_answers_is_a_bounded_clear_error(monkeypatch) -> None:
+    import backends.chromadb as module
+
+    monkeypatch.setattr(module, "HTTP_TIMEOUT_S", 0.5)
+    with socket.socket() as silent:  # accepts connections (backlog), never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        store = create("chromadb", url=f"http://127.0.0.1:{port}", env={})
+        with pytest.raises(BackendError, match="did not answer in time"):
+            await asyncio.wait_for(store.open(), 10)
