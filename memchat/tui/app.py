@@ -1,0 +1,606 @@
+"""MemchatApp: the Textual chat with long-term memory.
+
+The app owns the state (the runner, the running turn, the panel's query) and
+drives the widgets with method calls. Workers do the slow work (opening the
+backend, running a turn, reading memories) and only post messages back.
+Heavy modules (the backend's driver, SQLAlchemy, the openai SDK) are imported
+after the first frame, in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
+
+from textual import work
+from textual.app import App, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.content import Content
+from textual.screen import ModalScreen, Screen
+
+from memchat.agent.commands import COMMANDS, Command, parse_command
+from memchat.agent.events import (
+    TextDelta,
+    ToolCallsRequested,
+    ToolExecuting,
+    ToolFinished,
+    TurnDone,
+    TurnError,
+    TurnStats,
+)
+from memchat.engine.model import MemchatError
+
+from .messages import (
+    MemoriesFailed,
+    MemoriesLoaded,
+    MemoryChanged,
+    RunnerFailed,
+    RunnerReady,
+    TurnEnded,
+    TurnEvent,
+)
+from .screens.chat import ChatScreen
+from .screens.confirm import ConfirmScreen
+from .services import RunnerFactory, clipboard_problem, close_default_runner, open_default_runner
+from .widgets.chat_input import COMMAND_HELP, ChatInput
+from .widgets.memory_list import MemoryList
+from .widgets.memory_panel import MemoryPanel
+from .widgets.message import AssistantMessage, ChatMessage
+
+if TYPE_CHECKING:
+    from memchat.agent.runner import Runner
+    from memchat.settings import Settings
+
+#: Seconds between two text updates of a streaming answer (at most ~30 a second).
+TEXT_FLUSH_INTERVAL = 0.033
+
+#: Results the panel's filter asks the engine for.
+FILTER_RESULTS = 200
+
+#: Key for each command, shown in /help.
+COMMAND_KEYS = {"/memory": "ctrl+b", "/new": "ctrl+n", "/stream": "ctrl+t", "/help": "f1", "/exit": "ctrl+q"}
+
+#: Actions that make no sense while a dialog is open.
+CHAT_ACTIONS = {"new_session", "toggle_memories", "toggle_streaming", "copy_message", "help", "stop"}
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, MemchatError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+class MemchatApp(App[int]):
+    #: Absolute, so that subclasses defined elsewhere (tests, benchmarks) find it.
+    CSS_PATH = Path(__file__).parent / "memchat.tcss"
+    TITLE = "memchat"
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "stop", "Stop", tooltip="Stop the answer being written"),
+        Binding("ctrl+n", "new_session", "New", tooltip="Start a new session (memories are kept)"),
+        Binding("ctrl+b", "toggle_memories", "Memories", tooltip="Show or hide the memory panel"),
+        Binding("ctrl+t", "toggle_streaming", "Stream", tooltip="Toggle streaming output"),
+        Binding("ctrl+y", "copy_message", "Copy", priority=True, tooltip="Copy the selected or last answer"),
+        Binding("f1", "help", "Help", tooltip="Show commands and keys"),
+        Binding("ctrl+q", "quit", "Quit", priority=True),
+    ]
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        runner_factory: RunnerFactory | None = None,
+        runner_closer: Callable[[Runner], Awaitable[None]] | None = None,
+        clock: Callable[[], datetime] | None = None,
+        cursor_blink: bool = True,
+        max_live_messages: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.settings = settings
+        self.runner: Runner | None = None
+        self.runner_error = ""
+        self.streaming = settings.streaming
+        self.busy = False
+        self.turn = 0
+        self.first_frame_at: float | None = None
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self._runner_factory = runner_factory or open_default_runner
+        self._runner_closer = runner_closer or close_default_runner
+        self._cursor_blink = cursor_blink
+        self._max_live = max_live_messages
+        self._views: dict[int, AssistantMessage] = {}
+        self._turn_worker = None
+        self._connecting = False
+        self._queued: str | None = None
+        self._memories_stale = True
+
+    # -- screens and widgets ----------------------------------------------
+    def get_default_screen(self) -> Screen:
+        settings = self.settings
+        return ChatScreen(
+            model="offline" if settings.offline else settings.model,
+            backend=settings.memory,
+            user=settings.user,
+            streaming=self.streaming,
+            cursor_blink=self._cursor_blink,
+        )
+
+    @property
+    def chat(self) -> ChatScreen:
+        screen = self.screen_stack[0]
+        assert isinstance(screen, ChatScreen)
+        return screen
+
+    # -- start-up ----------------------------------------------------------
+    def on_mount(self) -> None:
+        self.call_after_refresh(self._after_first_frame)
+
+    def _after_first_frame(self) -> None:
+        """The first frame is on screen: now load the heavy parts."""
+        self.first_frame_at = time.perf_counter()
+        if self._max_live:
+            self.chat.chat_log.max_live = self._max_live
+        self.connect()
+
+    def connect(self) -> None:
+        if self._connecting:
+            return
+        self._connecting = True
+        self.chat.header.status = "connecting"
+        self._open_runner()
+
+    @work(group="runner", exclusive=True, exit_on_error=False)
+    async def _open_runner(self) -> None:
+        try:
+            runner = await self._runner_factory(self.settings)
+        except Exception as exc:
+            self.post_message(RunnerFailed(_describe(exc)))
+            return
+        self.post_message(RunnerReady(runner))
+
+    async def on_runner_ready(self, message: RunnerReady) -> None:
+        self._connecting = False
+        self.runner_error = ""
+        runner = self.runner = message.runner
+        runner.streaming = self.streaming
+        header = self.chat.header
+        header.model = runner.model.name
+        header.backend = runner.service.store.name
+        header.session = runner.session_id
+        header.status = "ready"
+        self.sub_title = runner.session_id
+        await self.chat.chat_log.add_note(self._banner(runner), "banner")
+        if self.chat.memory_panel.display:
+            self.load_memories()
+        if self._queued is not None:
+            text, self._queued = self._queued, None
+            await self._start_turn(text)
+
+    async def on_runner_failed(self, message: RunnerFailed) -> None:
+        self._connecting = False
+        self.runner_error = message.error
+        self.chat.header.status = "down"
+        self.notify(message.error, title=f"Cannot open the {self.settings.memory} backend", severity="error")
+        text = (
+            f"❌ Cannot open the {self.settings.memory} memory backend: {message.error}\n"
+            "Fix the cause (is the server running? is the address right?), then send your message "
+            "again: memchat reconnects."
+        )
+        await self.chat.chat_log.add_note(text, "error")
+        if self._queued is not None:
+            chat_input = self.chat.chat_input
+            if not chat_input.text:
+                chat_input.load_text(self._queued)
+                chat_input.move_cursor(chat_input.document.end)
+            self._queued = None
+
+    def _banner(self, runner: Runner) -> Content:
+        from memchat.agent.runner import tool_summary
+
+        enabled, note = tool_summary(runner)
+        lines = [
+            Content.from_markup("✅ [b]Memory chat ready![/b]  Session: $s", s=runner.session_id),
+            Content.from_markup("[$text-muted]Memory service:[/] $d", d=runner.service.store.describe()),
+            Content.from_markup("[$text-muted]Available tools:[/] $t", t=enabled),
+        ]
+        if note:
+            lines.append(Content.from_markup("[$text-muted]$n[/]", n=note))
+        if self.settings.offline:
+            lines.append(
+                Content.from_markup(
+                    "ℹ  Offline model ($why): it remembers and recalls what you tell it. "
+                    "Set OPENAI_API_KEY (and OPENAI_BASE_URL) for a real model.",
+                    why=self.settings.offline_reason,
+                )
+            )
+        lines.append(
+            Content.from_markup("[$text-muted]Type a message and press Enter · /help for commands · "
+                                "ctrl+b shows your memories[/]")
+        )  # fmt: skip
+        return Content("\n").join(lines)
+
+    async def on_unmount(self) -> None:
+        runner, self.runner = self.runner, None
+        if runner is not None:
+            with contextlib.suppress(Exception):  # closing must never keep the app from exiting
+                await self._runner_closer(runner)
+
+    # -- the message box -----------------------------------------------------
+    async def on_chat_input_submitted(self, event: ChatInput.Submitted) -> None:
+        event.stop()
+        chat_input = event.chat_input
+        parsed = parse_command(event.text)
+        kind = parsed.kind
+        if kind is Command.EMPTY:
+            return
+        if kind is Command.MESSAGE and self.busy:
+            self.notify("An answer is still being written: press Esc to stop it.", severity="warning")
+            return
+        if kind is Command.NEW and self.busy:
+            self.notify("Stop the answer being written first (Esc).", severity="warning")
+            return
+        chat_input.accept()
+        if kind is Command.EXIT:
+            self.exit(0)
+        elif kind is Command.HELP:
+            await self.action_help()
+        elif kind is Command.STREAM:
+            await self.action_toggle_streaming()
+        elif kind is Command.MEMORY:
+            self.action_toggle_memories()
+        elif kind is Command.NEW:
+            await self.action_new_session()
+        elif kind is Command.UNKNOWN:
+            await self.chat.chat_log.add_note(
+                f"❓ Unknown command {parsed.text}: type /help for the list", "warn"
+            )
+        else:
+            await self.send(parsed.text)
+
+    async def send(self, text: str) -> None:
+        """Show the user's message and run a turn (connecting first if needed)."""
+        await self.chat.chat_log.add_user(text)
+        if self.runner is None:
+            self._queued = text
+            self.connect()
+            return
+        await self._start_turn(text)
+
+    # -- turns -----------------------------------------------------------------
+    async def _start_turn(self, text: str) -> None:
+        self.turn += 1
+        view = await self.chat.chat_log.add_assistant()
+        self._views[self.turn] = view
+        self._set_busy(True)
+        self._turn_worker = self._run_turn(self.turn, text)
+
+    @work(group="turn", exit_on_error=False)
+    async def _run_turn(self, turn: int, text: str) -> None:
+        """Run one turn, posting its events. Text arriving faster than the
+        screen can use is coalesced: at most one text message per
+        ``TEXT_FLUSH_INTERVAL`` (a fast model sends thousands of tokens a
+        second; one message each would only queue up behind the layout)."""
+        runner = self.runner
+        assert runner is not None
+        loop = asyncio.get_running_loop()
+        pending: list[str] = []
+        last_flush = 0.0
+        timer: asyncio.TimerHandle | None = None
+
+        def flush() -> None:
+            nonlocal last_flush, timer
+            if timer is not None:
+                timer.cancel()
+                timer = None
+            if pending:
+                self.post_message(TurnEvent(turn, TextDelta("".join(pending))))
+                pending.clear()
+            last_flush = loop.time()
+
+        try:
+            async for event in runner.run(text):
+                if isinstance(event, TextDelta):
+                    pending.append(event.text)
+                    if loop.time() - last_flush >= TEXT_FLUSH_INTERVAL:
+                        flush()
+                    elif timer is None:
+                        timer = loop.call_at(last_flush + TEXT_FLUSH_INTERVAL, flush)
+                    continue
+                flush()
+                self.post_message(TurnEvent(turn, event))
+        except asyncio.CancelledError:
+            flush()
+            self.post_message(TurnEnded(turn, stopped=True))
+            raise
+        except Exception as exc:
+            flush()
+            self.post_message(TurnEnded(turn, error=_describe(exc)))
+            return
+        flush()
+        self.post_message(TurnEnded(turn))
+
+    @property
+    def _shutting_down(self) -> bool:
+        """Shutting down: messages from cancelled workers may still arrive."""
+        return not self.screen_stack or not isinstance(self.screen_stack[0], ChatScreen)
+
+    async def on_turn_event(self, message: TurnEvent) -> None:
+        view = self._views.get(message.turn)
+        if view is None or self._shutting_down:
+            return
+        event = message.event
+        if isinstance(event, TextDelta):
+            await view.append_text(event.text)
+        elif isinstance(event, ToolCallsRequested):
+            await view.add_tool_calls(event.calls)
+        elif isinstance(event, ToolExecuting):
+            view.tool_executing(event.call)
+        elif isinstance(event, ToolFinished):
+            view.tool_finished(event.call, event.content, event.is_error, event.elapsed)
+            if event.call.name.startswith("memory_"):
+                self._memories_changed()
+        elif isinstance(event, TurnError):
+            await view.add_error(event.message)
+            self.notify(event.message, title="The turn hit an error", severity="error")
+        elif isinstance(event, TurnStats):
+            await view.set_stats(event)
+        elif isinstance(event, TurnDone):
+            await view.finish()
+
+    async def on_turn_ended(self, message: TurnEnded) -> None:
+        if self._shutting_down:
+            return
+        view = self._views.pop(message.turn, None)
+        if view is not None:
+            if message.error:
+                await view.add_error(message.error)
+                self.notify(message.error, title="The turn failed", severity="error")
+            await view.finish(stopped=message.stopped)
+        if message.turn == self.turn:
+            self._turn_worker = None
+            self._set_busy(False)
+
+    def _set_busy(self, busy: bool) -> None:
+        self.busy = busy
+        self.chat.header.status = "thinking" if busy else "ready"
+        self.chat.chat_input.border_subtitle = "esc stops the answer" if busy else ""
+        self.refresh_bindings()
+
+    # -- actions (keys, commands and the command palette) ------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in CHAT_ACTIONS and isinstance(self.screen, ModalScreen):
+            return False
+        if action == "stop":
+            return self.busy
+        return True
+
+    def action_stop(self) -> None:
+        """Stop the running turn: the partial answer stays, marked stopped."""
+        if self.busy and self._turn_worker is not None:
+            self._turn_worker.cancel()
+
+    async def action_new_session(self) -> None:
+        if self.busy:
+            self.notify("Stop the answer being written first (Esc).", severity="warning")
+            return
+        if self.runner is None:
+            self.notify("Not connected to the memory backend yet.", severity="warning")
+            return
+        previous, current = self.runner.new_session()
+        self.chat.header.session = current
+        self.sub_title = current
+        text = Content.from_markup(
+            "🆕 [b]Started new memory session![/b]\n"
+            "   Previous: $previous\n   Current:  $current\n"
+            "   [$text-muted](Conversation history has been reset, memories are preserved)[/]",
+            previous=previous,
+            current=current,
+        )
+        await self.chat.chat_log.add_note(text, "session")
+
+    def action_toggle_memories(self) -> None:
+        panel = self.chat.memory_panel
+        panel.display = not panel.display
+        if panel.display:
+            self.load_memories()
+            panel.memory_list.focus()
+        else:
+            self.action_focus_input()
+
+    async def action_toggle_streaming(self) -> None:
+        self.streaming = not self.streaming
+        if self.runner is not None:
+            self.runner.streaming = self.streaming
+        self.chat.header.streaming = self.streaming
+        text = (
+            "🔁 Streaming on: answers appear token by token."
+            if self.streaming
+            else "🔁 Streaming off: answers appear whole when ready."
+        )
+        await self.chat.chat_log.add_note(text, "info")
+
+    async def action_help(self) -> None:
+        lines = [Content.from_markup("💡 [b]Special commands[/b]")]
+        for name in COMMANDS:
+            lines.append(
+                Content.from_markup(
+                    "   [b $accent]$name[/]  $what  [$text-muted]($key)[/]",
+                    name=f"{name:<8}",
+                    what=COMMAND_HELP[name],
+                    key=COMMAND_KEYS[name],
+                )
+            )
+        lines.append(
+            Content.from_markup(
+                "[$text-muted]Keys: Enter send · ctrl+j new line · ↑/↓ history · Tab completes a command · "
+                "Esc stops an answer · ctrl+y copies the selected (click it) or last answer · "
+                "ctrl+p command palette[/]"
+            )
+        )
+        await self.chat.chat_log.add_note(Content("\n").join(lines), "help")
+
+    def action_focus_input(self) -> None:
+        self.chat.chat_input.focus()
+
+    def action_copy_message(self) -> None:
+        message: ChatMessage | None = None
+        node = self.focused
+        while node is not None:
+            if isinstance(node, ChatMessage):
+                message = node
+                break
+            node = node.parent
+        if message is None:
+            chat_log = self.chat.chat_log
+            message = chat_log.last_assistant() or next(reversed(chat_log.messages), None)
+        text = message.copy_text() if message is not None else ""
+        if not text:
+            self.notify("Nothing to copy yet.", severity="warning")
+            return
+        self.copy_to_clipboard(text)
+        problem = clipboard_problem()
+        if problem:
+            self.notify(
+                f"This terminal cannot copy: {problem}. To copy anyway, hold Shift (Option on macOS) "
+                "and select the text with the mouse.",
+                title="Copy",
+                severity="warning",
+                timeout=10,
+            )
+        else:
+            self.notify(f"Copied {len(text)} characters.", title="Copy")
+
+    def action_refresh_memories(self) -> None:
+        self.load_memories()
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield SystemCommand(
+            "New session",
+            "Start a new conversation; memories are kept (/new, ctrl+n)",
+            self.action_new_session,
+        )
+        yield SystemCommand(
+            "Memory panel", "Show or hide your memories (/memory, ctrl+b)", self.action_toggle_memories
+        )
+        yield SystemCommand(
+            "Toggle streaming",
+            "Stream answers token by token, or show them whole (/stream, ctrl+t)",
+            self.action_toggle_streaming,
+        )
+        if self.busy:
+            yield SystemCommand("Stop the answer", "Stop the turn being written (Esc)", self.action_stop)
+        yield SystemCommand(
+            "Copy message", "Copy the selected or the last answer (ctrl+y)", self.action_copy_message
+        )
+        yield SystemCommand(
+            "Refresh memories", "Read the memories again (f5 in the panel)", self.action_refresh_memories
+        )
+        yield SystemCommand("Help", "Show commands and keys (/help, f1)", self.action_help)
+        if self.runner is None:
+            yield SystemCommand("Reconnect", "Open the memory backend again", self.connect)
+        yield from super().get_system_commands(screen)  # fmt: skip
+
+    # -- the memory panel ----------------------------------------------------------
+    def _memories_changed(self) -> None:
+        """A memory tool ran: refresh the panel now if it is open, else when it opens."""
+        self._memories_stale = True
+        if self.chat.memory_panel.display:
+            self.load_memories()
+
+    def load_memories(self) -> None:
+        panel = self.chat.memory_panel
+        if self.runner is None:
+            panel.show_message(
+                f"Not connected: {self.runner_error}" if self.runner_error else "Connecting to the backend…"
+            )
+            return
+        self._memories_stale = False
+        self._read_memories(panel.query_text)
+
+    @work(group="memories", exclusive=True, exit_on_error=False)
+    async def _read_memories(self, query: str) -> None:
+        runner = self.runner
+        if runner is None:
+            return
+        service, key = runner.service, runner.key
+        try:
+            if query:
+                from memchat.engine import SearchOptions
+
+                entries = await service.search(key, query, SearchOptions(max_results=FILTER_RESULTS))
+            else:
+                entries = await service.read(key, include_deleted=service.soft_delete)
+            total = await service.count(key)
+        except Exception as exc:
+            self.post_message(MemoriesFailed(_describe(exc)))
+            return
+        self.post_message(MemoriesLoaded(entries, query, total))
+
+    def on_memories_loaded(self, message: MemoriesLoaded) -> None:
+        if self.runner is None or self._shutting_down:
+            return
+        self.chat.memory_panel.show_entries(
+            message.entries,
+            query=message.query,
+            total=message.total,
+            soft_delete=self.runner.service.soft_delete,
+            now=self.clock(),
+        )
+
+    def on_memories_failed(self, message: MemoriesFailed) -> None:
+        if self._shutting_down:
+            return
+        self.chat.memory_panel.show_message(f"Cannot read memories: {message.error}")
+        self.notify(message.error, title="Memories", severity="error")
+
+    def on_memory_panel_filter_changed(self, message: MemoryPanel.FilterChanged) -> None:
+        self.load_memories()
+
+    def on_memory_panel_refresh_requested(self, message: MemoryPanel.RefreshRequested) -> None:
+        self.load_memories()
+
+    def on_memory_list_action_requested(self, message: MemoryList.ActionRequested) -> None:
+        if self.runner is None:
+            return
+        entry, soft = message.entry, self.runner.service.soft_delete
+        if message.action == "delete":
+            consequence = (
+                "It stays as a dimmed tombstone that you can restore (soft delete is on)."
+                if soft
+                else "This cannot be undone (soft delete is off; --soft-delete keeps tombstones)."
+            )
+            screen = ConfirmScreen("Delete this memory?", f"“{entry.memory.text}”\n\n{consequence}",
+                                   yes="Delete", danger=True)  # fmt: skip
+        else:
+            screen = ConfirmScreen("Restore this memory?", f"“{entry.memory.text}”", yes="Restore")
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._change_memory(message.action, entry.id, entry.memory.text)
+
+        self.push_screen(screen, answered)
+
+    @work(group="memory-change", exit_on_error=False)
+    async def _change_memory(self, action: str, memory_id: str, text: str) -> None:
+        runner = self.runner
+        if runner is None:
+            return
+        try:
+            if action == "delete":
+                await runner.service.delete(runner.key, memory_id)
+            else:
+                await runner.service.restore(runner.key, memory_id)
+        except Exception as exc:
+            self.post_message(MemoriesFailed(_describe(exc)))
+            return
+        self.post_message(MemoryChanged(action, memory_id, text))
+
+    def on_memory_changed(self, message: MemoryChanged) -> None:
+        done = "Deleted" if message.action == "delete" else "Restored"
+        self.notify(f"{done}: {message.text}", title="Memories")
+        self.load_memories()

@@ -1,0 +1,70 @@
+"""The chat screen: header, conversation, message box, memory side panel, footer.
+
+It only lays widgets out and offers typed access to them; the app drives them."""
+
+from __future__ import annotations
+
+from textual.containers import Horizontal, Vertical
+from textual.content import Content
+from textual.screen import Screen
+from textual.widgets import Footer, Static, TextArea
+
+from ..widgets.chat_input import ChatInput, matching_commands
+from ..widgets.chat_log import ChatLog
+from ..widgets.header import MemchatHeader
+from ..widgets.memory_panel import MemoryPanel
+
+
+class ChatScreen(Screen):
+    AUTO_FOCUS = "#chat-input"
+
+    def __init__(
+        self, *, model: str, backend: str, user: str, streaming: bool, cursor_blink: bool = True
+    ) -> None:
+        super().__init__(id="chat-screen")
+        self._header_values = {"model": model, "backend": backend, "user": user, "streaming": streaming}
+        self._cursor_blink = cursor_blink
+
+    def compose(self):
+        header = MemchatHeader(id="header")
+        header.set_reactive(MemchatHeader.model, self._header_values["model"])
+        header.set_reactive(MemchatHeader.backend, self._header_values["backend"])
+        header.set_reactive(MemchatHeader.user, self._header_values["user"])
+        header.set_reactive(MemchatHeader.streaming, self._header_values["streaming"])
+        yield header
+        with Horizontal(id="body"):
+            with Vertical(id="chat-column"):
+                yield ChatLog(id="chat-log")
+                yield Static("", id="command-hint")
+                yield ChatInput(id="chat-input", cursor_blink=self._cursor_blink)
+            yield MemoryPanel(id="memory-panel")
+        yield Footer()
+
+    @property
+    def header(self) -> MemchatHeader:
+        return self.query_one(MemchatHeader)
+
+    @property
+    def chat_log(self) -> ChatLog:
+        return self.query_one(ChatLog)
+
+    @property
+    def chat_input(self) -> ChatInput:
+        return self.query_one(ChatInput)
+
+    @property
+    def memory_panel(self) -> MemoryPanel:
+        return self.query_one(MemoryPanel)
+
+    def on_text_area_changed(self, event: TextArea.Changed) -> None:
+        """Slash-command hints under the conversation while a command is typed."""
+        hint = self.query_one("#command-hint", Static)
+        matches = matching_commands(event.text_area.text)
+        hint.display = bool(matches)
+        if matches:
+            hint.update(
+                Content("   ").join(
+                    Content.from_markup("[b $accent]$name[/] [$text-muted]$what[/]", name=name, what=what)
+                    for name, what in matches
+                )
+            )

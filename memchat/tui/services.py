@@ -1,0 +1,96 @@
+"""What the TUI needs from outside Textual: opening the runner without
+blocking the first frame, and knowing whether the terminal can copy.
+
+No widget code here; the app calls these from its workers and actions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import shutil
+import subprocess
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memchat.agent.runner import Runner
+    from memchat.settings import Settings
+
+#: Builds a connected runner (tests inject one over inmemory + a scripted model).
+RunnerFactory = Callable[["Settings"], Awaitable["Runner"]]
+
+#: Modules that must not be imported before the first frame is drawn.
+HEAVY_MODULES = ("openai", "onnxruntime", "chromadb", "sqlalchemy", "redis", "aiomysql", "psycopg", "pymysql")
+
+
+def _preimport(settings: Settings) -> None:
+    """Import the chosen backend's module and the model client (the slow
+    part of starting: drivers, SQLAlchemy, the openai SDK)."""
+    from backends import store_class
+
+    store_class(settings.memory)
+    if not settings.offline:
+        importlib.import_module("memchat.agent.openai_model")
+        importlib.import_module("openai")  # the model imports it on first use: do it here instead
+
+
+async def open_default_runner(settings: Settings) -> Runner:
+    """The runner ``memchat`` uses: heavy imports in a thread (so the UI keeps
+    drawing), then the backend connection on the event loop."""
+    await asyncio.to_thread(_preimport, settings)
+    from memchat.agent.factory import open_runner
+
+    runner = await open_runner(settings)
+    # Chinese word segmentation loads a dictionary (about a second) on first
+    # use: do it now in a thread rather than in the first search, on the loop.
+    task = asyncio.ensure_future(asyncio.to_thread(_warm_up_search))
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+    return runner
+
+
+_background: set[asyncio.Future] = set()
+
+
+def _warm_up_search() -> None:
+    from memchat.engine.search import build_search_tokens
+
+    build_search_tokens("记忆预热")
+
+
+async def close_default_runner(runner: Runner) -> None:
+    from memchat.agent.factory import close_runner
+
+    await close_runner(runner)
+
+
+def clipboard_problem(environ: Mapping[str, str] | None = None) -> str:
+    """Why the terminal will ignore the OSC 52 copy sequence, or "" when it
+    should work. Textual copies with OSC 52; it cannot tell if it worked."""
+    env = os.environ if environ is None else environ
+    if env.get("TERM_PROGRAM") == "Apple_Terminal":
+        return "macOS Terminal ignores clipboard requests (OSC 52)"
+    if env.get("TERM") == "linux":
+        return "the Linux console has no clipboard"
+    if env.get("STY"):
+        return "GNU screen does not pass clipboard requests (OSC 52) on"
+    if env.get("TMUX"):
+        setting = _tmux_set_clipboard()
+        if setting and setting != "on":
+            return f"tmux has set-clipboard {setting}: run `tmux set -g set-clipboard on`"
+    return ""
+
+
+def _tmux_set_clipboard() -> str:
+    tmux = shutil.which("tmux")
+    if tmux is None:
+        return ""
+    try:
+        done = subprocess.run(
+            [tmux, "show-options", "-gv", "set-clipboard"], capture_output=True, text=True, timeout=0.5
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""

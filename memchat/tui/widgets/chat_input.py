@@ -1,0 +1,138 @@
+"""The message box: Enter sends, ctrl+j (or shift/alt+enter) adds a line,
+multi-line paste, ↑/↓ history, Tab or → completes slash commands."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.widgets import TextArea
+
+from memchat.agent.commands import COMMANDS
+
+#: What each slash command does in the TUI (same commands as the console;
+#: /memory opens the side panel here instead of asking the model).
+COMMAND_HELP = {
+    "/memory": "Show or hide the memory panel",
+    "/new": "New session (memories are kept)",
+    "/stream": "Toggle streaming",
+    "/help": "Show commands and keys",
+    "/exit": "Quit",
+}
+assert set(COMMAND_HELP) == set(COMMANDS)
+
+#: Keys that insert a new line instead of sending.
+NEWLINE_KEYS = ("ctrl+j", "shift+enter", "alt+enter", "ctrl+enter")
+
+
+class ChatInput(TextArea):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("tab", "complete", "Complete", show=False),
+    ]
+
+    class Submitted(Message):
+        """Enter was pressed; the app decides whether to accept the text."""
+
+        def __init__(self, chat_input: ChatInput, text: str) -> None:
+            super().__init__()
+            self.chat_input = chat_input
+            self.text = text
+
+        @property
+        def control(self) -> ChatInput:
+            return self.chat_input
+
+    def __init__(self, *, id: str | None = None, cursor_blink: bool = True) -> None:
+        super().__init__(
+            id=id,
+            soft_wrap=True,
+            tab_behavior="focus",
+            show_line_numbers=False,
+            placeholder="Message memchat — Enter sends, ctrl+j new line, /help for commands",
+        )
+        self.cursor_blink = cursor_blink
+        self.sent: list[str] = []
+        self._history_index: int | None = None
+        self._draft = ""
+
+    # -- sending ---------------------------------------------------------
+    async def _on_key(self, event: events.Key) -> None:
+        if event.key == "enter":
+            event.stop()
+            event.prevent_default()
+            self.post_message(self.Submitted(self, self.text))
+            return
+        if event.key in NEWLINE_KEYS:
+            event.stop()
+            event.prevent_default()
+            self.insert("\n")
+            return
+        await super()._on_key(event)
+
+    def accept(self) -> None:
+        """The app took the text: remember it and start afresh."""
+        text = self.text
+        if text.strip() and (not self.sent or self.sent[-1] != text):
+            self.sent.append(text)
+        self._history_index = None
+        self._draft = ""
+        self.clear()
+
+    # -- history ---------------------------------------------------------
+    def action_cursor_up(self, select: bool = False) -> None:
+        if select or self.cursor_location[0] > 0 or not self.sent:
+            super().action_cursor_up(select)
+            return
+        if self._history_index is None:
+            self._draft = self.text
+            self._history_index = len(self.sent)
+        if self._history_index > 0:
+            self._history_index -= 1
+            self._show(self.sent[self._history_index])
+
+    def action_cursor_down(self, select: bool = False) -> None:
+        last_row = self.document.line_count - 1
+        if select or self.cursor_location[0] < last_row or self._history_index is None:
+            super().action_cursor_down(select)
+            return
+        self._history_index += 1
+        if self._history_index >= len(self.sent):
+            self._history_index = None
+            self._show(self._draft)
+        else:
+            self._show(self.sent[self._history_index])
+
+    def _show(self, text: str) -> None:
+        self.load_text(text)
+        self.move_cursor(self.document.end)
+
+    # -- completion ------------------------------------------------------
+    def update_suggestion(self) -> None:
+        self.suggestion = complete_command(self.text) if self.cursor_location == self.document.end else ""
+
+    def action_complete(self) -> None:
+        if self.suggestion:
+            self.insert(self.suggestion)
+        else:
+            self.screen.focus_next()
+
+
+def complete_command(text: str) -> str:
+    """The rest of the slash command ``text`` starts (``/ne`` → ``w``), or ""."""
+    if not text.startswith("/") or any(c.isspace() for c in text):
+        return ""
+    typed = text.lower()
+    for name in COMMANDS:
+        if name.startswith(typed) and name != typed:
+            return name[len(typed) :]
+    return ""
+
+
+def matching_commands(text: str) -> list[tuple[str, str]]:
+    """Commands (name, help) matching what is typed, for the hint line."""
+    if not text.startswith("/") or any(c.isspace() for c in text.strip()):
+        return []
+    typed = text.strip().lower()
+    return [(name, COMMAND_HELP[name]) for name in COMMANDS if name.startswith(typed)]

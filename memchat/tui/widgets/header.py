@@ -1,0 +1,57 @@
+"""The one-line header: model, memory backend, session, streaming, user, status."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.content import Content
+from textual.reactive import reactive
+from textual.widget import Widget
+
+
+class MemchatHeader(Widget):
+    """Shows what the chat runs on. The app sets the reactives; nothing else."""
+
+    model: reactive[str] = reactive("")
+    backend: reactive[str] = reactive("")
+    session: reactive[str] = reactive("")
+    streaming: reactive[bool] = reactive(True)
+    user: reactive[str] = reactive("")
+    #: connecting | ready | thinking | offline-backend
+    status: reactive[str] = reactive("connecting")
+
+    STATUS: ClassVar[dict[str, tuple[str, str]]] = {
+        "connecting": ("◌ connecting", "$warning"),
+        "ready": ("● ready", "$success"),
+        "thinking": ("● answering", "$accent"),
+        "down": ("● backend down", "$error"),
+    }
+
+    def render(self) -> Content:
+        """Labelled fields when they fit; bare values on narrow terminals."""
+        label, colour = self.STATUS.get(self.status, (self.status, "$foreground"))
+        fields = [
+            ("model", self.model),
+            ("memory", self.backend),
+            ("session", self.session),
+            ("streaming", "on" if self.streaming else "off"),
+            ("user", self.user),
+        ]
+        width = self.size.width or 200
+        full: list[Content | str | tuple[str, str]] = [("🧠 memchat", "bold")]
+        for name, value in fields:
+            full += ["  ", (name, "$text-muted"), " ", (value or "…", "bold")]
+        full += ["  ", (label, colour)]
+        content = Content.assemble(*full)
+        if content.cell_length <= width:
+            return content
+        compact: list[Content | str | tuple[str, str]] = [("🧠", "bold")]
+        for name, value in fields:
+            shown = value or "…"
+            if name == "streaming":
+                shown = f"stream {value}"
+            elif name == "session":
+                shown = shown.removeprefix("memory-session-")
+            compact += [(" · ", "$text-muted"), (shown, "bold" if name != "session" else "")]
+        compact += ["  ", (label, colour)]
+        return Content.assemble(*compact)

@@ -1,0 +1,176 @@
+"""Messages in the chat log: the user's, the assistant's (Markdown, streamed),
+notes from the app, and the light rendering of pruned older messages."""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import TYPE_CHECKING
+
+from textual.containers import Vertical
+from textual.content import Content
+from textual.widgets import Static
+
+from memchat.agent.events import TurnStats
+from memchat.agent.llm import ToolCall
+
+from ..format import stats_line
+from .tool_panel import ToolCallPanel
+
+if TYPE_CHECKING:
+    from textual.widgets import Markdown
+    from textual.widgets.markdown import MarkdownStream
+
+
+class ChatMessage:
+    """Mixin: a message that can be copied and archived as plain text."""
+
+    def copy_text(self) -> str:
+        raise NotImplementedError
+
+    def transcript(self) -> str:
+        return self.copy_text()
+
+
+class UserMessage(ChatMessage, Static):
+    can_focus = True
+
+    def __init__(self, text: str) -> None:
+        super().__init__(Content(text), classes="message user-message")
+        self.text = text
+        self.border_title = "You"
+
+    def copy_text(self) -> str:
+        return self.text
+
+    def transcript(self) -> str:
+        return f"You: {self.text}"
+
+
+class Note(ChatMessage, Static):
+    """Something the app says: the banner, /help, /new, errors, stop marks."""
+
+    def __init__(self, content: str | Content, kind: str = "info") -> None:
+        content = content if isinstance(content, Content) else Content(content)
+        super().__init__(content, classes=f"note -{kind}")
+        self.kind = kind
+        self.text = content.plain
+
+    def copy_text(self) -> str:
+        return self.text
+
+    def transcript(self) -> str:
+        return self.copy_text()
+
+
+class AssistantMessage(ChatMessage, Vertical):
+    """One turn's answer: Markdown parts (streamed with MarkdownStream) with
+    tool panels between them, errors, and the stats line under it."""
+
+    can_focus = True
+
+    def __init__(self) -> None:
+        super().__init__(classes="message assistant-message")
+        self.border_title = "Assistant"
+        self.parts: list[str] = []  # raw Markdown of each text part
+        self.panels: dict[str, ToolCallPanel] = {}
+        self.stopped = False
+        self.finished = False
+        self._markdown: Markdown | None = None
+        self._stream: MarkdownStream | None = None
+
+    def compose(self):
+        yield Static(Content.styled("thinking…", "italic"), classes="pending")
+
+    async def _clear_pending(self) -> None:
+        for pending in self.query(".pending"):
+            await pending.remove()
+
+    async def append_text(self, text: str) -> None:
+        if self._stream is None:
+            from textual.widgets import Markdown  # markdown-it loads with the first answer
+
+            await self._clear_pending()
+            self._markdown = Markdown(classes="answer")
+            await self.mount(self._markdown)
+            self._stream = Markdown.get_stream(self._markdown)
+            self.parts.append("")
+        self.parts[-1] += text
+        await self._stream.write(text)
+
+    async def _end_text(self) -> None:
+        if self._stream is not None:
+            await self._stream.stop()
+            self._stream = None
+            self._markdown = None
+
+    async def add_tool_calls(self, calls: tuple[ToolCall, ...]) -> None:
+        await self._end_text()
+        await self._clear_pending()
+        panels = [ToolCallPanel(call) for call in calls]
+        for panel in panels:
+            self.panels[panel.call.id] = panel
+        await self.mount_all(panels)
+
+    def tool_executing(self, call: ToolCall) -> None:
+        if panel := self.panels.get(call.id):
+            panel.executing()
+
+    def tool_finished(self, call: ToolCall, content: str, is_error: bool, elapsed: float) -> None:
+        if panel := self.panels.get(call.id):
+            panel.finish(content, is_error, elapsed)
+
+    async def add_error(self, message: str) -> None:
+        await self._end_text()
+        await self._clear_pending()
+        await self.mount(Static(Content(f"❌ {message}"), classes="turn-error"))
+
+    async def set_stats(self, stats: TurnStats) -> None:
+        await self.mount(Static(Content(stats_line(stats)), classes="stats"))
+
+    async def finish(self, *, stopped: bool = False) -> None:
+        if self.finished:
+            return
+        self.finished = True
+        await self._end_text()
+        await self._clear_pending()
+        for panel in self.panels.values():
+            panel.cancel()
+        if stopped:
+            self.stopped = True
+            self.add_class("-stopped")
+            await self.mount(
+                Static(Content("⏹ stopped — the partial answer is kept"), classes="stopped-mark")
+            )
+        elif not self.parts and not self.panels and not self.query(".turn-error"):
+            await self.mount(Static(Content.styled("(no answer)", "dim italic"), classes="empty-answer"))
+
+    def copy_text(self) -> str:
+        return "\n\n".join(part for part in self.parts if part)
+
+    def transcript(self) -> str:
+        tools = "".join(f"\n  {panel.transcript()}" for panel in self.panels.values())
+        stopped = " [stopped]" if self.stopped else ""
+        return f"Assistant:{tools}\n{self.copy_text()}{stopped}"
+
+
+class EarlierMessages(Static):
+    """Older messages, pruned from the live log and kept as one light block of
+    plain text (the model's history still has them)."""
+
+    KEEP = 200
+
+    def __init__(self) -> None:
+        super().__init__("", classes="earlier")
+        self.entries: deque[str] = deque(maxlen=self.KEEP)
+        self.pruned = 0
+        self.display = False
+
+    def add(self, transcripts: list[str]) -> None:
+        self.pruned += len(transcripts)
+        self.entries.extend(transcripts)
+        dropped = self.pruned - len(self.entries)
+        header = f"── {self.pruned} earlier messages, shown as plain text"
+        if dropped:
+            header += f" ({dropped} oldest not shown)"
+        self.update(Content(header + " ──\n\n" + "\n\n".join(self.entries)))
+        self.display = True

@@ -1,0 +1,128 @@
+"""One live panel per tool call: initiated → executing (spinner) → ✅ result or ❌ error."""
+
+from __future__ import annotations
+
+import time
+
+from textual.content import Content
+from textual.widgets import Button, Collapsible, Static
+
+from memchat.agent.llm import ToolCall
+
+from ..format import SPINNER, duration, pretty_json, truncate_lines
+
+#: Results longer than this are cut, with a button to show everything.
+MAX_RESULT_LINES = 14
+MAX_RESULT_CHARS = 1600
+
+
+def highlight(code: str) -> Content:
+    from textual.highlight import highlight as textual_highlight  # Pygments loads with the first panel
+
+    return textual_highlight(code, language="json")
+
+
+def json_content(text: str) -> Content:
+    pretty, valid = pretty_json(text)
+    return highlight(pretty) if valid else Content(pretty)
+
+
+class ToolCallPanel(Collapsible):
+    """Tool name, call id, arguments as highlighted JSON, state, elapsed time
+    and the result. The app drives it through the methods below."""
+
+    def __init__(self, call: ToolCall) -> None:
+        self.call = call
+        self.state = "initiated"
+        self.result = ""
+        self.elapsed: float | None = None
+        self._started = 0.0
+        self._frame = 0
+        self._full_result = ""
+        super().__init__(
+            Static(Content.styled("arguments", "dim"), classes="tool-label"),
+            Static(json_content(call.arguments or "{}"), classes="tool-json tool-args"),
+            title=self._make_title(),
+            collapsed=False,
+            classes="tool-panel -initiated",
+        )
+
+    def _make_title(self) -> Content:
+        icon, state, style = {
+            "initiated": ("🔧", "initiated", "$text-muted"),
+            "executing": (SPINNER[self._frame % len(SPINNER)], "executing", "$warning"),
+            "done": ("✅", "done", "$success"),
+            "error": ("❌", "error", "$error"),
+            "cancelled": ("⏹", "cancelled", "$text-muted"),
+        }[self.state]
+        elapsed = ""
+        if self.elapsed is not None:
+            elapsed = duration(self.elapsed)
+        elif self.state == "executing":
+            elapsed = duration(time.perf_counter() - self._started)
+        return Content.from_markup(
+            f"$icon [b]$name[/b]  [{style}]$state[/] [$text-muted]$elapsed[/]  [$text-muted]$call_id[/]",
+            icon=icon,
+            name=self.call.name,
+            call_id=self.call.id,
+            state=state,
+            elapsed=elapsed,
+        )
+
+    def _set_state(self, state: str) -> None:
+        self.remove_class(f"-{self.state}")
+        self.state = state
+        self.add_class(f"-{state}")
+        self.title = self._make_title()
+
+    # -- driven by the app -----------------------------------------------
+    def executing(self) -> None:
+        self._started = time.perf_counter()
+        self._set_state("executing")
+        self._spinner = self.set_interval(0.1, self._spin)
+
+    def _spin(self) -> None:
+        self._frame += 1
+        self.title = self._make_title()
+
+    def finish(self, content: str, is_error: bool, elapsed: float) -> None:
+        self._stop_spinner()
+        self.result = content
+        self.elapsed = elapsed
+        self._set_state("error" if is_error else "done")
+        pretty, valid = pretty_json(content)
+        self._full_result = content
+        shown, hidden = truncate_lines(pretty, MAX_RESULT_LINES, MAX_RESULT_CHARS)
+        label = "error" if is_error else "result"
+        widgets = [
+            Static(Content.styled(label, "dim"), classes="tool-label"),
+            Static(
+                highlight(shown) if valid else Content(shown),
+                classes="tool-json tool-result",
+            ),
+        ]
+        if hidden:
+            widgets.append(Button(f"Show all ({hidden} more lines)", compact=True, classes="show-all"))
+        self.query_one(Collapsible.Contents).mount_all(widgets)
+
+    def cancel(self) -> None:
+        """The turn stopped before this call finished."""
+        if self.state in ("initiated", "executing"):
+            self._stop_spinner()
+            self._set_state("cancelled")
+
+    def _stop_spinner(self) -> None:
+        spinner = getattr(self, "_spinner", None)
+        if spinner is not None:
+            spinner.stop()
+            self._spinner = None
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.has_class("show-all"):
+            event.stop()
+            self.query_one(".tool-result", Static).update(json_content(self._full_result))
+            event.button.remove()
+
+    def transcript(self) -> str:
+        mark = {"done": "✅", "error": "❌"}.get(self.state, "⏹")
+        return f"{mark} {self.call.name} {self.call.arguments}"

@@ -1,0 +1,64 @@
+"""The first frame is drawn before the openai SDK, onnxruntime, chromadb or any
+database driver is imported: they load afterwards, in a worker."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+PROBE = r"""
+import json, sys
+from memchat.settings import Settings
+from memchat.tui.app import MemchatApp
+from memchat.tui.services import HEAVY_MODULES
+
+WATCHED = HEAVY_MODULES + ("aiosqlite", "memchat.agent.openai_model", "backends.sqlite")
+seen = {}
+
+def loaded():
+    return sorted(name for name in WATCHED if name in sys.modules)
+
+class Probe(MemchatApp):
+    def _after_first_frame(self):
+        seen["first_frame"] = loaded()
+        super()._after_first_frame()
+
+    def on_runner_ready(self, message):
+        seen["ready"] = loaded()
+        seen["model"] = message.runner.model.name
+        self.runner = message.runner
+        self.exit(0)
+
+    def on_runner_failed(self, message):
+        seen["error"] = message.error
+        self.exit(1)
+
+seen["before_app"] = loaded()
+app = Probe(Settings.load({"memory": "sqlite"}))
+app.run(headless=True, size=(120, 40))
+print("PROBE" + json.dumps(seen))
+"""
+
+
+def test_first_frame_comes_before_heavy_imports(tmp_path: Path) -> None:
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("MEMCHAT_", "OPENAI_"))},
+        "SQLITE_MEMORY_DSN": f"sqlite:///{tmp_path / 'memories.db'}",
+        "OPENAI_API_KEY": "sk-test-not-used",  # so the openai model (and SDK) is chosen
+        "MEMCHAT_MODEL": "gpt-test",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    line = next((x for x in done.stdout.splitlines() if x.startswith("PROBE")), None)
+    assert line, f"probe failed: {done.stdout}\n{done.stderr}"
+    seen = json.loads(line[len("PROBE") :])
+    assert "error" not in seen, seen
+    assert seen["before_app"] == []
+    assert seen["first_frame"] == [], f"imported before the first frame: {seen['first_frame']}"
+    # They do load afterwards (so the check above is not vacuous).
+    assert {"openai", "sqlalchemy", "aiosqlite", "memchat.agent.openai_model"} <= set(seen["ready"])
+    assert seen["model"] == "gpt-test"

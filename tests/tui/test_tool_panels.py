@@ -1,0 +1,137 @@
+"""Pilot tests of the live tool-call panels."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from textual.app import App
+from textual.widgets import Button, Collapsible
+
+from memchat.agent.llm import ToolCall
+from memchat.tui.app import MemchatApp
+from memchat.tui.format import SPINNER
+from memchat.tui.widgets.message import AssistantMessage
+from memchat.tui.widgets.tool_panel import ToolCallPanel
+from tests.agent.scripted_model import ScriptedModel, Step
+
+from .support import make_settings, ready, runner_factory, say, wait_until
+
+SIZE = (120, 40)
+
+
+class GatedTool:
+    """Wraps a memory tool so that it waits for ``gate`` before running."""
+
+    def __init__(self, tool) -> None:
+        self.tool = tool
+        self.name = tool.name
+        self.schema = tool.schema
+        self.gate = asyncio.Event()
+
+    async def run(self, arguments, key):
+        await self.gate.wait()
+        return await self.tool.run(arguments, key)
+
+
+def panels(app: MemchatApp) -> list[ToolCallPanel]:
+    return list(app.chat.chat_log.query(ToolCallPanel))
+
+
+def title_of(panel: ToolCallPanel) -> str:
+    return panel.title.plain
+
+
+async def test_a_panel_goes_initiated_executing_done() -> None:
+    args = '{"memory": "User likes jazz", "topics": ["music"]}'
+    model = ScriptedModel([Step("Saving.", [("call-1", "memory_add", args)]), Step("Saved.")])
+    app = MemchatApp(make_settings(), runner_factory=runner_factory(lambda: model), cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        gated = app.runner.tools["memory_add"] = GatedTool(app.runner.tools["memory_add"])
+        await say(pilot, "I like jazz", wait=False)
+        await wait_until(pilot, lambda: bool(panels(app)) and panels(app)[0].state == "executing")
+        panel = panels(app)[0]
+        assert "memory_add" in title_of(panel) and "call-1" in title_of(panel)
+        assert "executing" in title_of(panel) and title_of(panel)[0] in SPINNER
+        first = title_of(panel)
+        await pilot.pause(0.25)
+        assert title_of(panel) != first  # the spinner turns, the elapsed time grows
+        # Arguments are highlighted JSON.
+        shown_args = panel.query_one(".tool-args").render()
+        assert json.loads(shown_args.plain) == json.loads(args)
+        assert shown_args.spans  # coloured
+        gated.gate.set()
+        await wait_until(pilot, lambda: not app.busy)
+        assert panel.state == "done" and title_of(panel).startswith("✅") and "done" in title_of(panel)
+        assert panel.elapsed is not None and panel.elapsed >= 0.2
+        result = json.loads(panel.query_one(".tool-result").render().plain)
+        assert result["message"] == "Memory added successfully"
+        assert panel.has_class("-done") and not panel.query(Button)
+
+
+async def test_an_unknown_tool_shows_an_error_panel() -> None:
+    model = ScriptedModel([Step("", [("call-x", "memory_teleport", "{}")]), Step("Sorry.")])
+    app = MemchatApp(make_settings(), runner_factory=runner_factory(lambda: model), cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await say(pilot, "teleport")
+        panel = panels(app)[0]
+        assert panel.state == "error" and title_of(panel).startswith("❌") and panel.has_class("-error")
+        assert "unknown tool memory_teleport" in panel.query_one(".tool-result").render().plain
+
+
+async def test_parallel_calls_get_one_panel_each_and_stop_cancels_them() -> None:
+    calls = [("a", "memory_search", '{"query": "go"}'), ("b", "memory_load", "{}")]
+    model = ScriptedModel([Step("", calls), Step("done")])
+    app = MemchatApp(make_settings(), runner_factory=runner_factory(lambda: model), cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        app.runner.tools["memory_search"] = GatedTool(app.runner.tools["memory_search"])
+        await say(pilot, "what do I like?", wait=False)
+        await wait_until(pilot, lambda: len(panels(app)) == 2 and panels(app)[0].state == "executing")
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not app.busy)
+        states = [p.state for p in panels(app)]
+        assert states[0] == "cancelled" and states[1] in ("done", "cancelled")
+        message = app.chat.chat_log.query_one(AssistantMessage)
+        assert message.stopped
+        history = app.runner.history
+        answered = {m["tool_call_id"] for m in history if m["role"] == "tool"}
+        assert answered == {"a", "b"}  # the session stays consistent for the next request
+
+
+async def test_panels_collapse_and_long_results_expand() -> None:
+    model = ScriptedModel([Step("", [("load-1", "memory_load", '{"limit": 50}')]), Step("Here they are.")])
+    app = MemchatApp(make_settings(), runner_factory=runner_factory(lambda: model), cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        for i in range(30):
+            await app.runner.service.add(app.runner.key, f"User fact number {i}", topics=["facts"])
+        await say(pilot, "load everything")
+        panel = panels(app)[0]
+        result = panel.query_one(".tool-result")
+        button = panel.query_one(".show-all", Button)
+        assert "more lines" in str(button.label)
+        assert result.render().plain.count("\n") < 20
+        button.press()
+        await wait_until(pilot, lambda: not panel.query(".show-all"))
+        assert json.loads(result.render().plain)["count"] == 30
+        # Collapsible: clicking the title folds the panel.
+        assert not panel.collapsed
+        panel.query_one("CollapsibleTitle").focus()
+        await pilot.press("enter")
+        assert panel.collapsed
+        await pilot.press("enter")
+        assert not panel.collapsed
+
+
+async def test_a_new_panel_starts_initiated() -> None:
+    class Host(App):
+        def compose(self):
+            yield Collapsible(ToolCallPanel(ToolCall("c9", "memory_search", "{not json")), title="host")
+
+    async with Host().run_test() as pilot:
+        panel = pilot.app.query_one(ToolCallPanel)
+        assert panel.state == "initiated" and "initiated" in title_of(panel)
+        assert panel.query_one(".tool-args").render().plain == "{not json"  # shown as sent
