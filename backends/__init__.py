@@ -18,6 +18,13 @@ from .base import Capabilities, Store, Transaction
 REGISTRY: dict[str, tuple[str, str | None]] = {
     "inmemory": ("backends.inmemory:InMemoryStore", None),
     "sqlite": ("backends.sqlite:SQLiteStore", None),
+    "sqlitevec": ("backends.sqlitevec:SQLiteVecStore", "sqlitevec"),
+    "redis": ("backends.redis:RedisStore", "redis"),
+    "mysql": ("backends.mysql:MySQLStore", "mysql"),
+    "mysqlvec": ("backends.mysqlvec:MySQLVecStore", "mysqlvec"),
+    "postgres": ("backends.postgres:PostgresStore", "postgres"),
+    "pgvector": ("backends.pgvector:PgVectorStore", "pgvector"),
+    "chromadb": ("backends.chromadb:ChromaStore", "chroma"),
 }
 
 BACKEND_NAMES: tuple[str, ...] = tuple(REGISTRY)
@@ -68,4 +75,14 @@ def create(name: str, **options: Any) -> Store:
     return store_class(name)(**options)
 
 
-__all__ = ["REFERENCE_BACKENDS", "check_name", "BACKEND_NAMES", "REGISTRY", "Capabilities", "Store", "Transaction", "create", "store_class"]
+__all__ = [
+    "BACKEND_NAMES",
+    "REFERENCE_BACKENDS",
+    "REGISTRY",
+    "Capabilities",
+    "Store",
+    "Transaction",
+    "check_name",
+    "create",
+    "store_class",
+]

@@ -44,7 +44,11 @@ class Transaction(Protocol):
         """The entry with this ID for the section's user, tombstones included."""
 
     async def put(self, entry: Entry, vector: Sequence[float] | None = None) -> None:
-        """Insert or fully replace an entry (``deleted_at`` included)."""
+        """Insert or fully replace an entry (``deleted_at`` included).
+
+        ``vector`` is the embedding of ``entry.memory.text`` (vector stores
+        only; others ignore it). ``None`` keeps the embedding already stored
+        for this ID — the engine passes one whenever the text is new."""
 
     async def remove(self, memory_id: str) -> None:
         """Delete an entry for good; absent IDs are ignored."""
@@ -90,3 +94,17 @@ class Store(Protocol):
     async def keyword_candidates(self, key: UserKey, query: str) -> list[Entry]:
         """Active entries that keyword search should score. The engine computes
         IDF over this set, so a store without a full-text index returns them all."""
+
+
+@runtime_checkable
+class VectorStore(Store, Protocol):
+    """A store with ``capabilities.vector_search``: it keeps one embedding per
+    entry and returns nearest neighbours. Ranking and fusion stay in the engine."""
+
+    #: Embedding dimension of the index (set at construction, checked at open:
+    #: an existing index of another dimension is a BackendError naming both).
+    dimension: int
+
+    async def vector_candidates(self, key: UserKey, vector: Sequence[float], k: int) -> list[Entry]:
+        """Up to ``k`` active entries of the user nearest to ``vector`` by cosine,
+        best first, each with ``score`` = cosine similarity (1 − cosine distance)."""

@@ -27,14 +27,41 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from backends import BACKEND_NAMES, create  # noqa: E402
-from memchat.engine import MemoryService, SearchOptions, UserKey  # noqa: E402
+from backends import BACKEND_NAMES, create
+from memchat.engine import MemoryService, SearchOptions, UserKey
 
 KEY = UserKey("bench-app", "bench-user")
-WORDS = (
-    "coffee tea hiking running chess piano guitar jazz python golang rust berlin kyoto paris sister "
-    "brother dog cat garden novel movie football tennis swimming bakery sushi ramen museum concert"
-).split()
+WORDS = [
+    "coffee",
+    "tea",
+    "hiking",
+    "running",
+    "chess",
+    "piano",
+    "guitar",
+    "jazz",
+    "python",
+    "golang",
+    "rust",
+    "berlin",
+    "kyoto",
+    "paris",
+    "sister",
+    "brother",
+    "dog",
+    "cat",
+    "garden",
+    "novel",
+    "movie",
+    "football",
+    "tennis",
+    "swimming",
+    "bakery",
+    "sushi",
+    "ramen",
+    "museum",
+    "concert",
+]
 
 
 def text_for(i: int) -> str:
@@ -172,7 +199,9 @@ def fmt(pair: tuple[float, float] | None) -> str:
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("backends", nargs="*", default=[n for n in BACKEND_NAMES])
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000])
     parser.add_argument("--samples", type=int, default=200)

@@ -875,3 +875,336 @@ def rrf_fuse(ranked_lists: Sequence[Sequence[Entry]], k: int = DEFAULT_RRF_K) ->
                 slot[1] += contribution
     merged = [entry.with_score(score) for entry, score in fused.values()]
     return sort_results(merged, False)
+
+
+# ---------------------------------------------------------------------------
+# Hybrid search: dense + keyword candidates, one fusion for every vector store
+# ---------------------------------------------------------------------------
+#
+# The reference fuses the two lists with RRF (k = 60) and shows the RRF sum
+# (≈ 0.016–0.033) to the model as a "similarity score (0-1)". We rank by a
+# convex combination of scores that are each an honest 0–1 similarity instead:
+#
+#   relevance = w_dense · max(cosine, 0) + w_keyword · keyword + w_tokens · token_similarity
+#
+# * ``keyword`` is the engine's keyword score (§4.1.3, already in [0, 1]) over
+#   a stemmed view of query and memories (Snowball English stemmer on Latin
+#   words; CJK is left to jieba and the trigrams), IDF over the user's whole
+#   collection;
+# * ``cosine`` is the store's cosine similarity of the query and memory
+#   embeddings (memories outside the store's top ``depth`` get the depth-th
+#   cosine, an upper bound, when a keyword match brings them in);
+# * ``token_similarity`` (late interaction) re-ranks the best ``rerank_depth``
+#   candidates when the embedder can give per-token vectors (the offline
+#   MiniLM can): the mean over the query's content word pieces of their best
+#   cosine with any word piece of the memory. Without it its weight goes to
+#   the cosine.
+#
+# Query-side adjustments: the dense and token weights are scaled by the share
+# of the query that is not CJK (MiniLM has no useful CJK vocabulary; the
+# keyword side handles CJK with jieba), the rest going to the keyword weight;
+# and when the query names a date, month or year, the relevance becomes
+# ``(1 − w_time) · relevance + w_time · [event_time falls in that period]``.
+# Every weight is in [0, 1] and they sum to 1, so the score stays a 0–1
+# relevance the model can read as such. Kind/time filters, kind fallback,
+# ordering, dedup and truncation then run exactly as in keyword search.
+# Weights were tuned on LoCoMo (benchmarks/recall_locomo.py; see its notes).
+
+#: Fusion weights with token-level re-ranking (dense, keyword, tokens); sum 1.
+HYBRID_WEIGHTS = (0.3, 0.4, 0.3)
+#: Weight of "the memory's event_time is in the period the query names".
+HYBRID_TIME_WEIGHT = 0.1
+#: Dense candidates asked of the store (at least; more for large limits).
+HYBRID_DENSE_DEPTH = 100
+#: How many of the best candidates are re-ranked with token similarity.
+HYBRID_RERANK_DEPTH = 20
+
+
+class _StemmedView:
+    """What the keyword scorer reads of an entry (``.memory``), stemmed."""
+
+    __slots__ = ("memory",)
+
+    def __init__(self, memory: Any) -> None:
+        self.memory = memory
+
+
+_stemmer: Any = None
+_stemmer_state = 0
+
+
+def _get_stemmer() -> Any:
+    global _stemmer, _stemmer_state
+    if _stemmer_state == 0:
+        try:
+            import snowballstemmer
+
+            _stemmer = snowballstemmer.stemmer("english")
+            _stemmer_state = 1
+        except Exception:  # not installed: a light suffix stripper instead
+            _stemmer_state = -1
+    return _stemmer
+
+
+_LATIN_WORD_RE = re.compile(r"[A-Za-z]+")
+_LIGHT_SUFFIXES = ("ing", "ed", "es", "s", "ly")
+
+
+@lru_cache(maxsize=_STATS_CACHE_SIZE)
+def _stem_word(word: str) -> str:
+    stemmer = _get_stemmer()
+    if stemmer is not None:
+        return str(stemmer.stemWord(word))
+    for suffix in _LIGHT_SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+def stem_text(text: str) -> str:
+    """``text`` lower-cased with every Latin word replaced by its English stem."""
+    return _LATIN_WORD_RE.sub(lambda m: _stem_word(m.group(0).lower()), text)
+
+
+@lru_cache(maxsize=_STATS_CACHE_SIZE)
+def _stemmed_memory(text: str, topics: tuple[str, ...]) -> Any:
+    from memchat.engine.model import Memory
+
+    return Memory(text=stem_text(text), topics=tuple(stem_text(t) for t in topics))
+
+
+def lexical_scores(entries: Sequence[Entry], query: str) -> list[float]:
+    """The keyword score (§4.1.3, in [0, 1]) of each entry over stemmed text."""
+    views = [_StemmedView(_stemmed_memory(e.memory.text, tuple(e.memory.topics or ()))) for e in entries]
+    return _score_all(views, stem_text(query))  # type: ignore[arg-type]
+
+
+def latin_share(query: str) -> float:
+    """Share of the query's letters that are not CJK (1.0 for English, 0.0 for Chinese)."""
+    letters = [ch for ch in query if _flags(ch) & _F_LETTER_NUMBER]
+    if not letters:
+        return 1.0
+    cjk = sum(1 for ch in letters if _flags(ch) & _F_CJK)
+    return 1.0 - cjk / len(letters)
+
+
+_MONTH_NAMES = (
+    "january", "february", "march", "april", "may", "june",
+    "july", "august", "september", "october", "november", "december",
+)  # fmt: skip
+_MONTHS = {name: i + 1 for i, name in enumerate(_MONTH_NAMES)}
+_MONTH_ALT = "|".join([*_MONTHS, *(m[:3] for m in _MONTHS if m != "may")])
+_DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+({_MONTH_ALT})\.?,?\s+(\d{{4}})\b")
+_MONTH_DAY_YEAR = re.compile(rf"\b({_MONTH_ALT})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b")
+_ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+_MONTH_YEAR = re.compile(rf"\b({_MONTH_ALT})\.?,?\s+(\d{{4}})\b")
+_YEAR = re.compile(r"(?<![\d-])((?:19|20)\d\d)(?![\d-])")
+#: Slack after a named period: an event is often recorded a few days after it happened.
+_PERIOD_SLACK_DAYS = 7
+
+
+def _month_number(name: str) -> int:
+    name = name.lower()
+    return _MONTHS.get(name) or next(v for k, v in _MONTHS.items() if k.startswith(name))
+
+
+def query_periods(query: str) -> list[tuple[datetime, datetime]]:
+    """The [start, end) periods an English query names: a day (±1 day), a month
+    or a year (each with a week of slack after it). Empty when it names none."""
+    from datetime import timedelta
+
+    text = query.lower()
+    periods: list[tuple[datetime, datetime]] = []
+
+    def day(y: int, m: int, d: int) -> None:
+        try:
+            start = datetime(y, m, d, tzinfo=UTC)
+        except ValueError:
+            return
+        periods.append((start - timedelta(days=1), start + timedelta(days=2)))
+
+    for pattern, order in ((_DAY_MONTH_YEAR, "dmy"), (_MONTH_DAY_YEAR, "mdy"), (_ISO_DATE, "ymd")):
+        for match in pattern.finditer(text):
+            a, b, c = match.groups()
+            if order == "dmy":
+                day(int(c), _month_number(b), int(a))
+            elif order == "mdy":
+                day(int(c), _month_number(a), int(b))
+            else:
+                day(int(a), int(b), int(c))
+        text = pattern.sub(" ", text)
+    slack = timedelta(days=_PERIOD_SLACK_DAYS)
+    for match in _MONTH_YEAR.finditer(text):
+        year, month = int(match.group(2)), _month_number(match.group(1))
+        start = datetime(year, month, 1, tzinfo=UTC)
+        end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
+        periods.append((start, end + slack))
+    text = _MONTH_YEAR.sub(" ", text)
+    for match in _YEAR.finditer(text):
+        year = int(match.group(1))
+        periods.append((datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC) + slack))
+    return periods
+
+
+def _in_periods(entry: Entry, periods: Sequence[tuple[datetime, datetime]]) -> bool:
+    event_time = entry.memory.event_time
+    if event_time is None:
+        return False
+    when = utc(event_time)
+    return any(start <= when < end for start, end in periods)
+
+
+class HybridRanking:
+    """Stage one of hybrid search: every candidate with its dense and keyword
+    similarities, ranked. ``rerank_targets`` names the candidates worth a
+    token-level look; ``results`` applies filters, fallback, order, dedup."""
+
+    def __init__(
+        self,
+        keyword_entries: Sequence[Entry],
+        dense_entries: Sequence[Entry],
+        query: str,
+        *,
+        dense_complete: bool = False,
+        weights: tuple[float, float, float] = HYBRID_WEIGHTS,
+        time_weight: float = HYBRID_TIME_WEIGHT,
+    ) -> None:
+        query = _trim(query or "")
+        self.query = query
+        share = latin_share(query)
+        w_dense, w_keyword, w_tokens = weights
+        # MiniLM cannot read CJK: shift the dense and token weights to the keyword side.
+        w_keyword += (w_dense + w_tokens) * (1.0 - share)
+        self.w_dense, self.w_keyword, self.w_tokens = w_dense * share, w_keyword, w_tokens * share
+        self.periods = query_periods(query) if share > 0 else []
+        self.time_weight = time_weight if self.periods else 0.0
+
+        self.dense: dict[str, float] = {}
+        for entry in dense_entries:
+            if entry.id and entry.id not in self.dense:
+                self.dense[entry.id] = min(max(float(entry.score), 0.0), 1.0)
+        # A memory the store did not return has at most the last returned cosine.
+        self.dense_floor = 0.0 if dense_complete or not self.dense else min(self.dense.values())
+
+        self.entries: dict[str, Entry] = {e.id: e for e in dense_entries if e.id}
+        self.keyword: dict[str, float] = {}
+        if query and keyword_entries:
+            for entry, score in zip(keyword_entries, lexical_scores(keyword_entries, query), strict=True):
+                if score > 0:
+                    self.keyword[entry.id] = score
+                    self.entries.setdefault(entry.id, entry)
+        self.tokens: dict[str, float] = {}
+        self._scores = {memory_id: self._compute(memory_id) for memory_id in self.entries}
+        self.order = sorted(self._scores, key=self._scores.__getitem__, reverse=True)
+
+    def _mix(self, memory_id: str, relevance: float) -> float:
+        if self.time_weight:
+            hit = 1.0 if _in_periods(self.entries[memory_id], self.periods) else 0.0
+            relevance = (1.0 - self.time_weight) * relevance + self.time_weight * hit
+        return relevance
+
+    def score(self, memory_id: str) -> float:
+        """The candidate's fused relevance in [0, 1]."""
+        return self._scores[memory_id]
+
+    def _compute(self, memory_id: str) -> float:
+        dense = self.dense.get(memory_id, self.dense_floor)
+        keyword = self.keyword.get(memory_id, 0.0)
+        token = self.tokens.get(memory_id)
+        if token is None:
+            relevance = (self.w_dense + self.w_tokens) * dense + self.w_keyword * keyword
+        else:
+            relevance = self.w_dense * dense + self.w_keyword * keyword + self.w_tokens * token
+        return min(max(self._mix(memory_id, relevance), 0.0), 1.0)
+
+    def rerank_targets(self, options: SearchOptions, depth: int = HYBRID_RERANK_DEPTH) -> list[Entry]:
+        """The best ``depth`` candidates that pass the filters (and, for the kind
+        fallback, the best others too): the ones token similarity should score."""
+        if self.w_tokens <= 0 or depth <= 0:
+            return []
+        chosen: list[Entry] = []
+        others: list[Entry] = []
+        for memory_id in self.order:
+            entry = self.entries[memory_id]
+            if matches_filters(entry, options):
+                if len(chosen) < depth:
+                    chosen.append(entry)
+            elif (
+                options.kind
+                and options.kind_fallback
+                and len(others) < depth
+                and matches_filters(entry, replace(options, kind=""))
+            ):
+                others.append(entry)
+            if len(chosen) >= depth and (not options.kind_fallback or len(others) >= depth):
+                break
+        return chosen + others
+
+    def set_token_similarities(self, similarities: dict[str, float]) -> None:
+        for memory_id, value in similarities.items():
+            if memory_id in self.entries:
+                self.tokens[memory_id] = min(max(float(value), 0.0), 1.0)
+                self._scores[memory_id] = self._compute(memory_id)
+
+    def results(self, options: SearchOptions, *, default_max: int = DEFAULT_MAX_RESULTS) -> list[Entry]:
+        """Filters, kind fallback, order, dedup and truncation as in :func:`keyword_search`.
+        ``options.similarity_threshold`` (if > 0) applies to the fused score."""
+        limit = options.max_results if options.max_results > 0 else default_max
+        threshold = options.similarity_threshold
+        candidates = [(score, self.entries[i]) for i, score in self._scores.items()]
+        if threshold > 0:
+            candidates = [p for p in candidates if p[0] >= threshold]
+        return _finish(candidates, options, limit)
+
+
+def _finish(candidates: list[_Pair], options: SearchOptions, limit: int) -> list[Entry]:
+    """§4.1 steps 4–8 over scored candidates (shared by keyword-style result assembly)."""
+    order = options.order_by_event_time
+    filtered = _filter_pairs(candidates, options)
+    if options.kind and options.kind_fallback and len(filtered) < MIN_KIND_FALLBACK_RESULTS:
+        primary = _sort_pairs(filtered, order)
+        seen = {p[1].id for p in primary}
+        unfiltered = _filter_pairs(candidates, replace(options, kind="", kind_fallback=False))
+        rest = [p for p in unfiltered if p[1].id not in seen]
+        room = limit - len(primary) if limit > 0 else 0
+        same_kind = [p for p in rest if _effective_kind(p[1]) == options.kind]
+        other = [p for p in rest if _effective_kind(p[1]) != options.kind]
+        results = primary
+        if limit <= 0 or room > 0:
+            results += _take_sorted(same_kind, order, room)
+            if limit <= 0 or len(results) < limit:
+                results += _take_sorted(other, order, limit - len(results) if limit > 0 else 0)
+        if options.deduplicate and len(results) > 1:
+            results = _dedup_pairs(results)
+    elif options.deduplicate:
+        results = _dedup_sorted(_take_sorted(filtered, order, 0), limit)
+    else:
+        results = list(_take_sorted(filtered, order, limit))
+    if limit > 0:
+        del results[limit:]
+    return [entry.with_score(score) for score, entry in results]
+
+
+def dense_results(
+    dense_entries: Sequence[Entry], options: SearchOptions, *, default_max: int = DEFAULT_MAX_RESULTS
+) -> list[Entry]:
+    """Semantic-only search over the store's nearest neighbours: score = cosine
+    similarity; ``similarity_threshold`` (if > 0) applies to it; filters, kind
+    fallback, order, dedup and truncation as in keyword search."""
+    limit = options.max_results if options.max_results > 0 else default_max
+    seen: set[str] = set()
+    candidates: list[_Pair] = []
+    for entry in dense_entries:
+        if entry.id and entry.id not in seen:
+            seen.add(entry.id)
+            candidates.append((float(entry.score), entry))
+    if options.similarity_threshold > 0:
+        candidates = [p for p in candidates if p[0] >= options.similarity_threshold]
+    return _finish(candidates, options, limit)
+
+
+def token_similarity(query_tokens: Any, memory_tokens: Any) -> float:
+    """Late interaction: mean over query pieces of the best cosine with a memory piece."""
+    if query_tokens is None or memory_tokens is None or not len(query_tokens) or not len(memory_tokens):
+        return 0.0
+    return float((query_tokens @ memory_tokens.T).max(axis=1).mean())

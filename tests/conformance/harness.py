@@ -9,6 +9,7 @@ they are.
 
 from __future__ import annotations
 
+import importlib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,10 +46,254 @@ def _sqlite(tmp_path: Path) -> Harness:
     return Harness("sqlite", {"dsn": f"sqlite:///{tmp_path / f'mem-{uuid.uuid4().hex[:8]}.db'}"})
 
 
+#: (url, key prefix) of every Redis namespace handed out; deleted at exit.
+_REDIS_NAMESPACES: list[tuple[str, str]] = []
+
+
+def _redis(tmp_path: Path) -> Harness:
+    import atexit
+    import os
+
+    from tests.support import require
+
+    try:
+        from backends.redis import mask_url
+    except ImportError:
+        require(False, "the redis package is not installed: pip install 'memchat[redis]'")
+    url = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
+    require(_redis_reachable(url), f"Redis is not reachable at {mask_url(url)}: start it or set REDIS_URL")
+    if not _REDIS_NAMESPACES:
+        atexit.register(_redis_cleanup)
+    prefix = f"memchat-test:{uuid.uuid4().hex}:"
+    _REDIS_NAMESPACES.append((url, prefix))
+    return Harness("redis", {"url": url, "key_prefix": prefix})
+
+
+def _redis_reachable(url: str) -> bool:
+    import redis
+
+    try:
+        with redis.Redis.from_url(url, socket_connect_timeout=2, socket_timeout=2) as client:
+            return bool(client.ping())
+    except (redis.RedisError, OSError):
+        return False
+
+
+def _redis_cleanup() -> None:
+    """Delete the keys of every namespace this process handed out."""
+    import redis
+
+    for url in {u for u, _ in _REDIS_NAMESPACES}:
+        prefixes = tuple(p for u, p in _REDIS_NAMESPACES if u == url)
+        try:
+            with redis.Redis.from_url(url, decode_responses=True, socket_timeout=2) as client:
+                found = client.scan_iter(match="memchat-test:*", count=1000)
+                keys = [k for k in found if k.startswith(prefixes)]
+                for i in range(0, len(keys), 500):
+                    client.delete(*keys[i : i + 500])
+        except (redis.RedisError, OSError):
+            pass
+
+
+#: (backend, DSN, table) of every SQL-server table handed out; dropped at exit.
+_SQL_TABLES: list[tuple[str, str, str]] = []
+_SQL_REACHABLE: dict[tuple[str, str], str | None] = {}
+
+
+def _mysql(tmp_path: Path) -> Harness:
+    return _sql_server("mysql", "MEMCHAT_TEST_MYSQL_DSN", "mysql://root@127.0.0.1:3306/test", "MariaDB")
+
+
+def _mysqlvec(tmp_path: Path) -> Harness:
+    """mysqlvec on the same test server as mysql (BLOB vectors on MariaDB < 11.7)."""
+    return _sql_server("mysqlvec", "MEMCHAT_TEST_MYSQL_DSN", "mysql://root@127.0.0.1:3306/test", "MariaDB")
+
+
+def _sqlitevec(tmp_path: Path) -> Harness:
+    from tests.support import require
+
+    problem = _import_problem("sqlitevec")
+    if problem is None:
+        try:
+            from backends.sqlitevec import extension_sqlite
+
+            extension_sqlite()
+        except Exception as exc:
+            problem = str(exc)
+    require(problem is None, problem or "")
+    return Harness("sqlitevec", {"dsn": f"sqlite:///{tmp_path / f'vec-{uuid.uuid4().hex[:8]}.db'}"})
+
+
+def _postgres(tmp_path: Path) -> Harness:
+    return _sql_server(
+        "postgres", "MEMCHAT_TEST_POSTGRES_DSN", "postgresql://root@127.0.0.1:5432/test", "PostgreSQL"
+    )
+
+
+def _sql_server(name: str, env: str, default: str, product: str) -> Harness:
+    """A uniquely named table on the test database of a running server."""
+    import atexit
+    import os
+
+    from tests.support import require
+
+    dsn = os.environ.get(env) or default
+    if (name, dsn) not in _SQL_REACHABLE:
+        _SQL_REACHABLE[name, dsn] = _sql_unreachable(name, dsn, product, env)
+    problem = _SQL_REACHABLE[name, dsn]
+    require(problem is None, problem or "")
+    if not _SQL_TABLES:
+        atexit.register(_sql_cleanup)
+    table = f"memchat_test_{uuid.uuid4().hex[:16]}"
+    _SQL_TABLES.append((name, dsn, table))
+    return Harness(name, {"dsn": dsn, "table": table})
+
+
+def _sql_unreachable(name: str, dsn: str, product: str, env: str) -> str | None:
+    """None if the server answers, else why not (the password masked)."""
+    from backends import store_class
+
+    try:
+        module = importlib.import_module(store_class(name).__module__)
+    except Exception as exc:  # the driver is not installed
+        return str(exc)
+    target = module.parse_dsn(dsn, env)
+    try:
+        _sql_connect(name, target).close()
+    except Exception:
+        return f"{product} is not reachable at {target.location()}: start it or set {env}"
+    return None
+
+
+def _sql_connect(name: str, target: Any) -> Any:
+    if name in ("mysql", "mysqlvec"):
+        import pymysql
+
+        args = {**target.connect_args(), "connect_timeout": 3}
+        args["database"] = args.pop("db")  # PyMySQL's name for aiomysql's "db"
+        return pymysql.connect(**args)
+    import psycopg
+
+    return psycopg.connect(**{**target.params, "connect_timeout": 3}, autocommit=True)
+
+
+def _sql_cleanup() -> None:
+    """Drop every table this process handed out (best effort, bounded waits)."""
+    for name, dsn in {(n, d) for n, d, _ in _SQL_TABLES}:
+        tables = [t for n, d, t in _SQL_TABLES if (n, d) == (name, dsn)]
+        try:
+            from backends import store_class
+
+            module = importlib.import_module(store_class(name).__module__)
+            conn = _sql_connect(name, module.parse_dsn(dsn))
+            try:
+                with conn.cursor() as cur:
+                    if name in ("mysql", "mysqlvec"):
+                        cur.execute("SET SESSION lock_wait_timeout = 5")
+                        names = ", ".join(f"`{t}`, `{module.lock_table_name(t)}`" for t in tables)
+                    else:
+                        cur.execute("SET lock_timeout = '5s'")
+                        names = ", ".join(f'"{t}"' for t in tables)
+                    cur.execute(f"DROP TABLE IF EXISTS {names}")
+                conn.commit()
+            finally:
+                conn.close()
+        except Exception:
+            pass
+
+
+def _import_problem(name: str) -> str | None:
+    """None if the backend's module (and so its driver) imports, else why not."""
+    from backends import store_class
+
+    try:
+        store_class(name)
+    except Exception as exc:
+        return str(exc)
+    return None
+
+
+def _pgvector(tmp_path: Path) -> Harness:
+    """A uniquely named table on a PostgreSQL with pgvector: the one in
+    MEMCHAT_TEST_PGVECTOR_DSN (tables dropped at exit), else a throwaway
+    server started once for the session (tests/vector_servers.py)."""
+    import atexit
+    import os
+
+    from tests.support import require
+    from tests.vector_servers import ServerUnavailable, pgvector_dsn
+
+    problem = _import_problem("pgvector")
+    require(problem is None, problem or "")
+    try:
+        dsn = pgvector_dsn()
+    except ServerUnavailable as exc:
+        require(False, str(exc))
+    table = f"memchat_test_{uuid.uuid4().hex[:16]}"
+    if os.environ.get("MEMCHAT_TEST_PGVECTOR_DSN"):
+        if not _SQL_TABLES:
+            atexit.register(_sql_cleanup)
+        _SQL_TABLES.append(("pgvector", dsn, table))
+    return Harness("pgvector", {"dsn": dsn, "table": table})
+
+
+#: (url, collection) made on an external Chroma server; deleted at exit.
+_CHROMA_COLLECTIONS: list[tuple[str, str]] = []
+
+
+def _chromadb(tmp_path: Path) -> Harness:
+    """A uniquely named collection on a Chroma server: MEMCHAT_TEST_CHROMA_URL
+    (collections deleted at exit), else a throwaway ``chroma run`` started once
+    for the session (tests/vector_servers.py)."""
+    import atexit
+    import os
+
+    from tests.support import require
+    from tests.vector_servers import ServerUnavailable, chroma_url
+
+    problem = _import_problem("chromadb")
+    require(problem is None, problem or "")
+    try:
+        url = chroma_url()
+    except ServerUnavailable as exc:
+        require(False, str(exc))
+    collection = f"memchat-test-{uuid.uuid4().hex[:16]}"
+    if os.environ.get("MEMCHAT_TEST_CHROMA_URL"):
+        if not _CHROMA_COLLECTIONS:
+            atexit.register(_chroma_cleanup)
+        _CHROMA_COLLECTIONS.append((url, collection))
+    return Harness("chromadb", {"url": url, "collection": collection})
+
+
+def _chroma_cleanup() -> None:
+    """Delete every collection this process made on an external server (best effort)."""
+    import contextlib
+
+    try:
+        import chromadb
+        from chromadb.config import Settings
+
+        for url in {u for u, _ in _CHROMA_COLLECTIONS}:
+            client = chromadb.HttpClient(host=url, settings=Settings(anonymized_telemetry=False))
+            for u, name in _CHROMA_COLLECTIONS:
+                if u == url:
+                    with contextlib.suppress(Exception):
+                        client.delete_collection(name)
+    except Exception:
+        pass
+
+
 #: name → builder of a fresh harness. Order is the order tests run in.
 HARNESSES: dict[str, Callable[[Path], Harness]] = {
     "inmemory": _inmemory,
     "sqlite": _sqlite,
+    "sqlitevec": _sqlitevec,
+    "redis": _redis,
+    "mysql": _mysql,
+    "mysqlvec": _mysqlvec,
+    "postgres": _postgres,
+    "pgvector": _pgvector,
+    "chromadb": _chromadb,
 }
 
 

@@ -1,0 +1,333 @@
+"""sqlitevec: the SQLite store plus a sqlite-vec ``vec0`` index of embeddings.
+
+Memories live in the same table, with the same locking (``BEGIN IMMEDIATE``,
+WAL) as the ``sqlite`` backend; their embeddings live beside them in a
+``vec0`` virtual table ``<table>_vec`` with cosine distance, partitioned by
+user, written in the same transaction:
+
+    key       text primary key    -- JSON [app, user, memory_id]
+    user_key  text partition key  -- JSON [app, user]: a KNN scan reads one user's chunks
+    active    integer             -- 1, or 0 for a tombstone (vec0 metadata filters avoid NULL)
+    embedding float[D] distance_metric=cosine
+
+A vector store's search returns ``1 − cosine distance``. The index's
+dimension is fixed when it is created; opening it with another is one clear
+error naming both.
+
+Python's own ``sqlite3`` often cannot load extensions (``enable_load_extension``
+is missing, as on this project's machines): then an SQLite build that can
+(``sqlean-py``, else ``pysqlite3``) is chosen automatically.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import sqlite3
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import datetime
+from types import SimpleNamespace
+from typing import Any, TypeVar
+
+import numpy  # noqa: F401  (imported now so a missing extra names its pip install)
+import sqlalchemy as sa
+import sqlite_vec  # noqa: F401
+from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
+from sqlalchemy.pool import StaticPool
+
+from memchat.engine.embedding import DEFAULT_DIMENSION
+from memchat.engine.model import BackendError, ConfigError, Entry, UserKey
+
+from .base import Capabilities
+from .sql import SQLStore, short_identifier
+from .sqlite import BUSY_TIMEOUT_MS, SQLiteStore, _install_transaction_control, default_path, parse_dsn
+
+T = TypeVar("T")
+
+ENV_DSN = "SQLITEVEC_MEMORY_DSN"
+ENV_DIMENSION = "SQLITEVEC_DIMENSION"
+#: Vectors per vec0 chunk: small, because every user's partition starts one.
+CHUNK_SIZE = 128
+EXTRA_HINT = "pip install 'memchat[sqlitevec]'"
+
+_DIM_RE = re.compile(r"float\[(\d+)\]", re.IGNORECASE)
+
+
+def extension_sqlite() -> Any:
+    """A DB-API ``sqlite3`` module that can load extensions: the standard one
+    when it can, else ``sqlean`` (sqlean-py), else ``pysqlite3``."""
+    if hasattr(sqlite3.Connection, "enable_load_extension"):
+        return sqlite3
+    for name in ("sqlean", "pysqlite3.dbapi2"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(module.Connection, "enable_load_extension"):
+            return module
+    raise ConfigError(
+        "the sqlitevec backend needs an SQLite that can load extensions, and this Python's cannot: "
+        f"{EXTRA_HINT} (it installs sqlean-py)"
+    )
+
+
+def _load_vec(conn: Any) -> None:
+    try:
+        import sqlite_vec
+    except ImportError as exc:
+        raise ConfigError(f"the sqlitevec backend needs the sqlite-vec package: {EXTRA_HINT}") from exc
+    conn.enable_load_extension(True)
+    try:
+        sqlite_vec.load(conn)
+    finally:
+        conn.enable_load_extension(False)
+
+
+def _dbapi(sqlite_module: Any) -> Any:
+    """SQLAlchemy's aiosqlite adapter over ``sqlite_module``, every connection
+    with sqlite-vec loaded, and the module's own exception classes (so errors
+    are wrapped by SQLAlchemy as usual)."""
+    import aiosqlite
+    from sqlalchemy.dialects.sqlite.aiosqlite import AsyncAdapt_aiosqlite_dbapi
+
+    def connect(database: str, *, iter_chunk_size: int = 64, **kwargs: Any) -> Any:
+        kwargs.pop("loop", None)
+
+        def connector() -> Any:
+            conn = sqlite_module.connect(database, **kwargs)
+            _load_vec(conn)
+            return conn
+
+        return aiosqlite.Connection(connector, iter_chunk_size)
+
+    shim = SimpleNamespace(
+        connect=connect,
+        Connection=aiosqlite.Connection,
+        __version__=getattr(aiosqlite, "__version__", "0"),
+    )
+    for name in (
+        "DatabaseError", "Error", "IntegrityError", "NotSupportedError", "OperationalError",
+        "ProgrammingError", "InterfaceError", "Warning", "sqlite_version", "sqlite_version_info",
+    ):  # fmt: skip
+        setattr(shim, name, getattr(sqlite_module, name))
+    return AsyncAdapt_aiosqlite_dbapi(shim, sqlite_module)  # type: ignore[arg-type]
+
+
+def _resolve_dimension(dimension: int | None, env: Mapping[str, str]) -> int:
+    if dimension is None and env.get(ENV_DIMENSION):
+        try:
+            dimension = int(env[ENV_DIMENSION])
+        except ValueError:
+            raise ConfigError(f"{ENV_DIMENSION} must be a whole number such as 384") from None
+    dimension = DEFAULT_DIMENSION if dimension is None else int(dimension)
+    if dimension <= 0:
+        raise ConfigError("the vector dimension must be a positive number such as 384")
+    return dimension
+
+
+def _blob(vector: Sequence[float]) -> bytes:
+    import numpy as np
+
+    return np.asarray(vector, dtype="<f4").tobytes()
+
+
+class _VecTransaction:
+    """The SQL transaction, with the vector written beside the row."""
+
+    def __init__(self, store: SQLiteVecStore, inner: Any, key: UserKey) -> None:
+        self._store, self._inner, self._key = store, inner, key
+
+    @property
+    def _conn(self) -> AsyncConnection:
+        return self._inner._conn
+
+    async def get(self, memory_id: str) -> Entry | None:
+        return await self._inner.get(memory_id)
+
+    async def put(self, entry: Entry, vector: Sequence[float] | None = None) -> None:
+        await self._inner.put(entry)
+        conn: AsyncConnection = self._inner._conn
+        vec = self._store._vec_name
+        key = self._store._vec_key(self._key, entry.id)
+        active = 0 if entry.is_deleted else 1
+        if vector is None:
+            await conn.exec_driver_sql(f'UPDATE "{vec}" SET active = ? WHERE key = ?', (active, key))
+            return
+        if len(vector) != self._store.dimension:
+            raise BackendError(
+                f"embedding dimension mismatch: expected {self._store.dimension}, got {len(vector)}"
+            )
+        await conn.exec_driver_sql(f'DELETE FROM "{vec}" WHERE key = ?', (key,))
+        await conn.exec_driver_sql(
+            f'INSERT INTO "{vec}" (key, user_key, active, embedding) VALUES (?, ?, ?, ?)',
+            (key, self._store._user_key(self._key), active, _blob(vector)),
+        )
+
+    async def remove(self, memory_id: str) -> None:
+        await self._inner.remove(memory_id)
+        key = self._store._vec_key(self._key, memory_id)
+        await self._inner._conn.exec_driver_sql(
+            f'DELETE FROM "{self._store._vec_name}" WHERE key = ?', (key,)
+        )
+
+    async def count_active(self) -> int:
+        return await self._inner.count_active()
+
+
+class SQLiteVecStore(SQLiteStore):
+    name = "sqlitevec"
+    capabilities = Capabilities(vector_search=True, transactions=True, persistent=True, multi_process=True)
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        table: str = "memories",
+        dimension: int | None = None,
+        env: Mapping[str, str] | None = None,
+        **engine_options: Any,
+    ) -> None:
+        env = os.environ if env is None else env
+        self.dimension = _resolve_dimension(dimension, env)
+        dsn = dsn or env.get(ENV_DSN) or ""
+        if dsn:
+            path = parse_dsn(dsn)
+        else:
+            default = default_path().with_name("memories-vec.db")
+            default.parent.mkdir(parents=True, exist_ok=True)
+            path = str(default)
+        self.path = path
+        module = _dbapi(extension_sqlite())
+        if path == ":memory:":
+            engine = create_async_engine(
+                "sqlite+aiosqlite://",
+                module=module,
+                poolclass=StaticPool,
+                connect_args={"check_same_thread": False},
+            )
+        else:
+            engine = create_async_engine(
+                sa.URL.create("sqlite+aiosqlite", database=path),
+                module=module,
+                connect_args={"timeout": BUSY_TIMEOUT_MS / 1000},
+                **engine_options,
+            )
+        _install_transaction_control(engine.sync_engine, wal=path != ":memory:")
+        SQLStore.__init__(self, engine, table=table, location=path)
+        self._write_engine = engine.execution_options(sqlite_immediate=True)
+        self._vec_name = short_identifier(f"{self.table.name}_vec", 64)
+
+    # -- keys ------------------------------------------------------------
+
+    @staticmethod
+    def _user_key(key: UserKey) -> str:
+        return json.dumps([key.app, key.user], ensure_ascii=False)
+
+    @staticmethod
+    def _vec_key(key: UserKey, memory_id: str) -> str:
+        return json.dumps([key.app, key.user, memory_id], ensure_ascii=False)
+
+    # -- schema ----------------------------------------------------------
+
+    async def _create_schema(self) -> None:
+        async with self._write_engine.begin() as conn:
+            await conn.run_sync(self.metadata.create_all, checkfirst=True)
+            row = (
+                await conn.exec_driver_sql(
+                    "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (self._vec_name,)
+                )
+            ).first()
+            if row is None:
+                await conn.exec_driver_sql(
+                    f'CREATE VIRTUAL TABLE "{self._vec_name}" USING vec0('
+                    "key text primary key, user_key text partition key, active integer, "
+                    f"embedding float[{self.dimension}] distance_metric=cosine, chunk_size={CHUNK_SIZE})"
+                )
+                return
+            found = _DIM_RE.search(row[0] or "")
+            existing = int(found.group(1)) if found else None
+            if existing != self.dimension:
+                raise BackendError(
+                    f"embedding dimension mismatch: the index {self._vec_name} in {self.path} holds "
+                    f"{existing}-dimensional vectors but this store was set up for {self.dimension}; "
+                    f"use an embedder of {existing} dimensions (and {ENV_DIMENSION}={existing}), "
+                    "or another table or database file for the new dimension"
+                )
+
+    def _explain(self, exc: BaseException) -> str:
+        return super()._explain(exc).replace("SQLITE_MEMORY_DSN", ENV_DSN)
+
+    # -- Store -----------------------------------------------------------
+
+    def describe(self) -> str:
+        return f"{self.name} ({self.location}, {self.dimension}-dimensional vectors)"
+
+    async def atomic(self, key: UserKey, work: Callable[[Any], Awaitable[T]]) -> T:
+        return await super().atomic(key, lambda tx: work(_VecTransaction(self, tx, key)))
+
+    async def clear(self, key: UserKey, *, deleted_at: datetime | None) -> int:
+        t = self.table
+        vec = self._vec_name
+
+        async def work(tx: _VecTransaction) -> int:
+            conn: AsyncConnection = tx._inner._conn
+            active = await tx.count_active()
+            user = self._user_key(key)
+            if deleted_at is None:
+                await conn.execute(sa.delete(t).where(self._scope(key)))
+                await conn.exec_driver_sql(f'DELETE FROM "{vec}" WHERE user_key = ?', (user,))
+            else:
+                await conn.execute(
+                    sa.update(t)
+                    .where(self._scope(key), t.c.deleted_at.is_(None))
+                    .values(deleted_at=_micros(deleted_at))
+                )
+                # vec0 cannot UPDATE through a partition-key filter: one key at a time.
+                keys = (
+                    await conn.exec_driver_sql(
+                        f'SELECT key FROM "{vec}" WHERE user_key = ? AND active = 1', (user,)
+                    )
+                ).all()
+                for (vec_key,) in keys:
+                    await conn.exec_driver_sql(f'UPDATE "{vec}" SET active = 0 WHERE key = ?', (vec_key,))
+            return active
+
+        return await self.atomic(key, work)
+
+    async def vector_candidates(self, key: UserKey, vector: Sequence[float], k: int) -> list[Entry]:
+        if k <= 0:
+            return []
+        if len(vector) != self.dimension:
+            raise BackendError(f"embedding dimension mismatch: expected {self.dimension}, got {len(vector)}")
+        t = self.table
+
+        async def fetch(conn: AsyncConnection) -> list[Entry]:
+            rows = (
+                await conn.exec_driver_sql(
+                    f'SELECT key, distance FROM "{self._vec_name}" WHERE embedding MATCH ? AND k = ? '
+                    "AND user_key = ? AND active = 1 ORDER BY distance",
+                    (_blob(vector), int(k), self._user_key(key)),
+                )
+            ).all()
+            if not rows:
+                return []
+            distance = {json.loads(r[0])[2]: float(r[1]) for r in rows}
+            found: dict[str, Entry] = {}
+            ids = list(distance)
+            for start in range(0, len(ids), 500):
+                stmt = sa.select(t).where(
+                    self._scope(key), t.c.memory_id.in_(ids[start : start + 500]), t.c.deleted_at.is_(None)
+                )
+                for row in (await conn.execute(stmt)).all():
+                    found[row.memory_id] = self._entry(row)
+            return [found[i].with_score(1.0 - distance[i]) for i in ids if i in found]
+
+        return await self._read("searching", fetch)
+
+
+def _micros(value: datetime) -> int:
+    from memchat.engine.model import to_micros
+
+    return to_micros(value)

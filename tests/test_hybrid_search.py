@@ -1,0 +1,219 @@
+"""Hybrid search: the fusion in engine/search.py (pure functions, hand-made
+scores) and end to end through the service on sqlitevec with the offline
+embedder. The fusion is the same code for every vector backend."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from memchat.engine import MemoryService, Metadata, SearchOptions, UserKey
+from memchat.engine import search as S
+from memchat.engine.model import Entry, Memory
+
+KEY = UserKey("test-app", "user-1")
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def entry(
+    i: int, text: str, *, kind: str = "fact", when: datetime | None = None, score: float = 0.0
+) -> Entry:
+    at = T0 + timedelta(seconds=i)
+    return Entry(f"m{i}", KEY.app, KEY.user, Memory(text, kind=kind, event_time=when), at, at, score=score)
+
+
+# -- pure fusion ---------------------------------------------------------------
+
+
+def test_scores_are_a_convex_combination_of_honest_similarities() -> None:
+    coffee = entry(1, "User likes coffee")
+    cars = entry(2, "User drives a red Volvo")
+    everything = [coffee, cars]
+    dense = [coffee.with_score(0.8), cars.with_score(-0.2)]
+    ranking = S.HybridRanking(everything, dense, "coffee", dense_complete=True)
+    keyword = S.lexical_scores(everything, "coffee")
+    assert keyword[0] > 0 and keyword[1] == 0
+    w_dense, w_keyword, w_tokens = S.HYBRID_WEIGHTS
+    assert ranking.score("m1") == pytest.approx((w_dense + w_tokens) * 0.8 + w_keyword * keyword[0])
+    assert ranking.score("m2") == 0.0  # negative cosine counts as no similarity
+    ranking.set_token_similarities({"m1": 0.5})
+    assert ranking.score("m1") == pytest.approx(w_dense * 0.8 + w_keyword * keyword[0] + w_tokens * 0.5)
+    results = ranking.results(SearchOptions())
+    assert [r.id for r in results] == ["m1", "m2"]
+    assert all(0.0 <= r.score <= 1.0 for r in results)
+    # A perfect match on every signal is exactly 1.
+    perfect = S.HybridRanking([coffee], [coffee.with_score(1.0)], "User likes coffee", dense_complete=True)
+    perfect.set_token_similarities({"m1": 1.0})
+    [lexical] = S.lexical_scores([coffee], "User likes coffee")
+    expected = S.HYBRID_WEIGHTS[0] + S.HYBRID_WEIGHTS[2] + S.HYBRID_WEIGHTS[1] * lexical
+    assert perfect.score("m1") == pytest.approx(expected)
+
+
+def test_stemming_lets_keyword_matches_cross_word_forms() -> None:
+    entries = [entry(1, "Melanie painted a sunrise"), entry(2, "Melanie ran a marathon")]
+    assert S.score_entries(entries, "paint")[0] == 0  # the keyword path does not stem
+    scores = S.lexical_scores(entries, "When did Melanie paint?")
+    assert scores[0] > scores[1]
+    assert S.stem_text("Running Dogs") == "run dog"
+
+
+def test_a_keyword_only_candidate_gets_at_most_the_last_dense_score() -> None:
+    near, far = entry(1, "alpha"), entry(2, "lexical beta")
+    ranking = S.HybridRanking([near, far], [near.with_score(0.6)], "lexical")
+    assert ranking.dense_floor == 0.6 and ranking.dense.get("m2") is None
+    complete = S.HybridRanking([near, far], [near.with_score(0.6)], "lexical", dense_complete=True)
+    assert complete.dense_floor == 0.0  # the store returned everything: m2 has no vector
+
+
+def test_cjk_queries_lean_on_the_keyword_side() -> None:
+    assert S.latin_share("coffee") == 1.0 and S.latin_share("咖啡") == 0.0
+    assert S.latin_share("Go 语言") == pytest.approx(0.5)
+    chinese = entry(1, "李四每天早上喝咖啡")
+    ranking = S.HybridRanking([chinese], [chinese.with_score(0.1)], "咖啡")
+    assert ranking.w_dense == 0 and ranking.w_tokens == 0 and ranking.w_keyword == pytest.approx(1.0)
+    assert ranking.rerank_targets(SearchOptions()) == []
+
+
+@pytest.mark.parametrize(
+    ("query", "start", "end"),
+    [
+        ("What did Gina find on 1 February, 2023?", datetime(2023, 1, 31), datetime(2023, 2, 3)),
+        ("What did John do the week before August 3, 2023?", datetime(2023, 8, 2), datetime(2023, 8, 5)),
+        ("What did we plan on 2024-05-10", datetime(2024, 5, 9), datetime(2024, 5, 12)),
+        ("What class did Maria start in December 2023?", datetime(2023, 12, 1), datetime(2024, 1, 8)),
+        ("How often did Melanie go to the beach in 2023?", datetime(2023, 1, 1), datetime(2024, 1, 8)),
+    ],
+)
+def test_dates_named_in_the_query(query: str, start: datetime, end: datetime) -> None:
+    assert S.query_periods(query) == [(start.replace(tzinfo=UTC), end.replace(tzinfo=UTC))]
+
+
+def test_no_dates_no_periods() -> None:
+    assert S.query_periods("What does Nate like? He has 2 turtles and 1024 cards") == []
+
+
+def test_a_named_date_favours_memories_from_then() -> None:
+    may = entry(1, "Went to a concert", when=datetime(2023, 5, 10, tzinfo=UTC))
+    june = entry(2, "Went to a concert", when=datetime(2023, 6, 10, tzinfo=UTC))
+    undated = entry(3, "Went to a concert")
+    everything = [may, june, undated]
+    dense = [e.with_score(0.5) for e in everything]
+    ranking = S.HybridRanking(everything, dense, "Which concert in June 2023?", dense_complete=True)
+    assert ranking.time_weight == S.HYBRID_TIME_WEIGHT
+    assert ranking.results(SearchOptions())[0].id == "m2"
+    assert ranking.score("m2") - ranking.score("m1") == pytest.approx(S.HYBRID_TIME_WEIGHT)
+
+
+def test_filters_fallback_threshold_and_limit_apply_to_the_fused_list() -> None:
+    may = datetime(2024, 5, 10, tzinfo=UTC)
+    items = [
+        entry(1, "concert in May", kind="episode", when=may),
+        entry(2, "concert music fan"),
+        entry(3, "concert tickets bought"),
+    ]
+    dense = [e.with_score(0.9 - 0.1 * i) for i, e in enumerate(items)]
+    ranking = S.HybridRanking(items, dense, "concert", dense_complete=True)
+    assert [r.id for r in ranking.results(SearchOptions(kind="episode"))] == ["m1"]
+    fallback = ranking.results(SearchOptions(kind="episode", kind_fallback=True))
+    assert [r.memory.kind for r in fallback] == ["episode", "fact", "fact"]
+    before = ranking.results(SearchOptions(time_before=datetime(2024, 5, 1, tzinfo=UTC)))
+    assert "m1" not in [r.id for r in before] and len(before) == 2  # undated entries pass
+    assert len(ranking.results(SearchOptions(max_results=1))) == 1
+    top = ranking.score(ranking.order[0])
+    assert [r.id for r in ranking.results(SearchOptions(similarity_threshold=top))] == [ranking.order[0]]
+
+
+def test_dense_only_results_are_cosine_scores() -> None:
+    items = [entry(1, "a").with_score(0.9), entry(2, "b").with_score(0.2), entry(3, "c", kind="episode")]
+    results = S.dense_results(items, SearchOptions(similarity_threshold=0.1))
+    assert [(r.id, r.score) for r in results] == [("m1", 0.9), ("m2", 0.2)]
+
+
+def test_token_similarity_is_the_mean_best_match() -> None:
+    np = pytest.importorskip("numpy")
+    query = np.array([[1.0, 0.0], [0.0, 1.0]])
+    memory = np.array([[1.0, 0.0]])
+    assert S.token_similarity(query, memory) == pytest.approx(0.5)
+    assert S.token_similarity(query, np.zeros((0, 2))) == 0.0
+
+
+# -- end to end on sqlitevec with the offline embedder --------------------------
+
+
+@pytest.fixture
+async def svc(tmp_path):
+    pytest.importorskip("sqlite_vec", reason="pip install 'memchat[sqlitevec]'")
+    pytest.importorskip("onnxruntime", reason="pip install 'memchat[embed]'")
+    from backends import create
+
+    service = MemoryService(create("sqlitevec", dsn=f"sqlite:///{tmp_path / 'hybrid.db'}"), soft_delete=True)
+    async with service:
+        yield service
+
+
+MEMORIES = [
+    "User drinks a double espresso every morning",
+    "User's car is a red Volvo",
+    "User is allergic to cats",
+    "User plays chess on Sundays",
+    "张三喜欢 Go 语言编程",
+    "李四每天早上喝咖啡",
+]
+
+
+async def test_hybrid_finds_meaning_without_shared_words(svc: MemoryService) -> None:
+    for text in MEMORIES:
+        await svc.add(KEY, text)
+    assert await svc.search(KEY, "favourite coffee") == []  # keyword path: no shared word
+    hits = await svc.search(KEY, "favourite coffee", SearchOptions(hybrid_search=True, max_results=3))
+    assert hits[0].memory.text == "User drinks a double espresso every morning"
+    assert all(0.0 <= h.score <= 1.0 for h in hits)
+    assert hits == sorted(hits, key=lambda h: -h.score)
+
+
+async def test_hybrid_keeps_keyword_strength_and_cjk(svc: MemoryService) -> None:
+    for text in MEMORIES:
+        await svc.add(KEY, text, topics=["饮料"] if "咖啡" in text else None)
+    [first, *_] = await svc.search(KEY, "chess", SearchOptions(hybrid_search=True))
+    assert first.memory.text == "User plays chess on Sundays"
+    for query, expected in (
+        ("咖啡", "李四每天早上喝咖啡"),
+        ("饮料", "李四每天早上喝咖啡"),
+        ("Go 编程", "张三喜欢 Go 语言编程"),
+    ):
+        [first, *_] = await svc.search(KEY, query, SearchOptions(hybrid_search=True))
+        assert first.memory.text == expected, query
+
+
+async def test_hybrid_hides_tombstones_and_respects_kind(svc: MemoryService) -> None:
+    gone = await svc.add(KEY, "User likes green tea")
+    await svc.add(KEY, "User likes black tea", metadata=Metadata(kind="episode"))
+    await svc.add(UserKey("test-app", "user-2"), "User likes white tea")
+    await svc.delete(KEY, gone.id)
+    hits = await svc.search(KEY, "tea", SearchOptions(hybrid_search=True))
+    assert [h.memory.text for h in hits] == ["User likes black tea"]
+    assert await svc.search(KEY, "tea", SearchOptions(hybrid_search=True, kind="fact")) == []
+    await svc.restore(KEY, gone.id)  # restored with its old embedding
+    hits = await svc.vector_search(KEY, "green tea")
+    assert hits[0].id == gone.id and hits[0].score > 0.7
+
+
+async def test_an_update_re_embeds_the_new_text(svc: MemoryService) -> None:
+    added = await svc.add(KEY, "User likes coffee")
+    result = await svc.update(KEY, added.id, "User owns a sailing boat")
+    [hit, *_] = await svc.vector_search(KEY, "boat on the sea")
+    assert hit.id == result.memory_id and hit.memory.text == "User owns a sailing boat"
+    assert [h.id for h in await svc.vector_search(KEY, "coffee")] == [result.memory_id]
+
+
+async def test_the_search_tool_shows_the_fused_0_to_1_score(svc: MemoryService) -> None:
+    for text in MEMORIES:
+        await svc.add(KEY, text)
+    tool = next(t for t in svc.tools() if t.name == "memory_search")
+    answer = json.loads(await tool.call({"query": "which pet is the user allergic to"}, KEY))
+    results = answer["results"] if isinstance(answer, dict) else answer
+    assert results[0]["memory"] == "User is allergic to cats"
+    assert all(0.0 <= r["score"] <= 1.0 for r in results)
+    assert results[0]["score"] > 0.3  # a relevance, not an RRF sum of ~0.03
