@@ -43,6 +43,11 @@ def _backend_epilog() -> str:
         lines.append(f"  {backend}: {', '.join(names)}")
     lines.append("Model: OPENAI_API_KEY, OPENAI_BASE_URL, MEMCHAT_MODEL (or MODEL_NAME).")
     lines.append("Defaults: MEMCHAT_MEMORY, MEMCHAT_USER, MEMCHAT_APP, MEMCHAT_PRELOAD, MEMCHAT_STREAMING.")
+    lines.append(
+        "Auto extraction: MEMCHAT_EXTRACT, MEMCHAT_EXTRACT_MODEL, MEMCHAT_EXTRACT_EVERY, "
+        "MEMCHAT_EXTRACT_INTERVAL, MEMCHAT_EXTRACT_WORKERS, MEMCHAT_EXTRACT_QUEUE_SIZE, "
+        "MEMCHAT_EXTRACT_JOB_TIMEOUT, MEMCHAT_EXPOSE_TOOLS, MEMCHAT_UPDATE_POLICY."
+    )
     return "\n\n".join(lines)
 
 
@@ -140,16 +145,94 @@ def chat(
     disable_tool: Annotated[
         list[str] | None, typer.Option("--disable-tool", help="Disable a memory tool (repeatable).")
     ] = None,
+    extract: Annotated[
+        bool | None,
+        typer.Option(
+            "--extract/--no-extract",
+            help="Auto mode: a background extractor makes the memories after each turn; the model "
+            "only searches them (default: off).",
+            show_default=False,
+        ),
+    ] = None,
+    extract_model: Annotated[
+        str | None,
+        typer.Option(
+            "--extract-model",
+            help="Model of the extractor (default: the chat model; 'offline' for the rule-based one, "
+            "also used without OPENAI_API_KEY).",
+            show_default=False,
+        ),
+    ] = None,
+    extract_every: Annotated[
+        int | None,
+        typer.Option(
+            "--extract-every",
+            help="Extract once N new messages are pending (a turn is 2: yours and the answer). "
+            "Default: after every turn.",
+            show_default=False,
+        ),
+    ] = None,
+    extract_interval: Annotated[
+        str | None,
+        typer.Option(
+            "--extract-interval",
+            help="Extract once this long has passed since the last extraction, e.g. 90s, 3m, 1h "
+            "(with --extract-every: whichever comes first).",
+            show_default=False,
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option("--workers", help="Background extraction workers (default: 1).", show_default=False),
+    ] = None,
+    queue_size: Annotated[
+        int | None,
+        typer.Option(
+            "--queue-size",
+            help="Extraction jobs waiting per worker (default: 10); when full, jobs wait their turn "
+            "without blocking the chat.",
+            show_default=False,
+        ),
+    ] = None,
+    job_timeout: Annotated[
+        str | None,
+        typer.Option(
+            "--job-timeout", help="Time limit of one extraction, e.g. 30s (default).", show_default=False
+        ),
+    ] = None,
+    expose_tool: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--expose-tool",
+            help="In auto mode, also show this memory tool to the model, e.g. memory_add (repeatable).",
+        ),
+    ] = None,
+    update_policy: Annotated[
+        str | None,
+        typer.Option(
+            "--update-policy",
+            help="How extracted changes apply: merge_similar (default), preserve_history, append_only.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Chat with long-term memory."""
-    ctx.obj = {"env_file": env_file}
+    # `memchat --memory redis memory list` means the same as `memchat memory list --memory redis`.
+    ctx.obj = {"env_file": env_file, "memory": memory, "user": user, "app": app_name}
     if ctx.invoked_subcommand is not None:
         return
     settings = _settings(
         memory=memory, model=model, streaming=streaming, soft_delete=soft_delete, preload=preload,
         user=user, app=app_name, enable_tools=tuple(enable_tool or ()),
         disable_tools=tuple(disable_tool or ()), env_file=env_file,
+        extract=extract, extract_model=extract_model, extract_every=extract_every,
+        extract_interval=extract_interval, workers=workers, queue_size=queue_size, job_timeout=job_timeout,
+        expose_tools=tuple(expose_tool or ()), update_policy=update_policy,
     )  # fmt: skip
+    if not plain and sys.stdin.isatty() and sys.stdout.isatty():
+        from .tui import run_tui  # Textual is imported only here
+
+        raise typer.Exit(run_tui(settings))
     from .console import run_console
 
     try:
@@ -193,7 +276,11 @@ def _memory_settings(
 ) -> Any:
     parent = (ctx.find_root().obj or {}) if ctx else {}
     return _settings(
-        memory=backend, user=user, app=app_name, soft_delete=soft, env_file=parent.get("env_file")
+        memory=backend or parent.get("memory"),
+        user=user or parent.get("user"),
+        app=app_name or parent.get("app"),
+        soft_delete=soft,
+        env_file=parent.get("env_file"),
     )
 
 

@@ -13,13 +13,50 @@ import sys
 from typing import TextIO
 
 from .agent.commands import COMMANDS, Command, parse_command
-from .agent.events import TextDelta, ToolCallsRequested, ToolFinished, TurnDone, TurnError
+from .agent.events import (
+    ExtractionFinished,
+    TextDelta,
+    ToolCallsRequested,
+    ToolFinished,
+    TurnDone,
+    TurnError,
+)
 from .agent.runner import Runner, tool_summary
 
 RULE = "=" * 50
 
 
-def banner(runner: Runner, *, offline_reason: str = "") -> list[str]:
+def extraction_lines(event: ExtractionFinished) -> list[str]:
+    """What a finished background extraction changed, for line mode ([] when nothing happened)."""
+    if event.status == "cancelled":
+        return []
+    if event.status != "ok":
+        what = "timed out" if event.status == "timeout" else "failed"
+        reason = f": {event.errors[-1]}" if event.errors else ""
+        return [f"🧩 Background extraction {what}{reason} (the messages are kept for the next try)"]
+    if not event.changed and not event.skipped and not event.errors:
+        return []
+    notes = []
+    if event.skipped:
+        notes.append(
+            f"{len(event.skipped)} invalid operation{'s' if len(event.skipped) != 1 else ''} skipped"
+        )
+    if event.errors:
+        notes.append(f"{len(event.errors)} failed")
+    lines = [f"🧩 Background extraction: {event.summary()}" + (f" ({', '.join(notes)})" if notes else "")]
+    lines += [f"   + {entry.memory.text}" for entry in event.added]
+    for before, after in event.updated:
+        was = (
+            f"  (was: {before.memory.text})"
+            if before is not None and before.memory.text != after.memory.text
+            else ""
+        )
+        lines.append(f"   ~ {after.memory.text}{was}")
+    lines += [f"   - {entry.memory.text}" for entry in event.deleted]
+    return lines
+
+
+def banner(runner: Runner, *, offline_reason: str = "", extraction: str = "") -> list[str]:
     enabled, disabled_note = tool_summary(runner)
     lines = [
         "🧠 Simple Memory Chat",
@@ -31,6 +68,8 @@ def banner(runner: Runner, *, offline_reason: str = "") -> list[str]:
     ]
     if disabled_note:
         lines.append(disabled_note)
+    if extraction:
+        lines.append(extraction)
     if offline_reason:
         lines.append(
             f"ℹ️  Offline model ({offline_reason}): it remembers and recalls what you tell it. "
@@ -51,17 +90,75 @@ def command_help() -> list[str]:
 
 
 class Console:
-    def __init__(self, runner: Runner, out: TextIO, *, echo_input: bool, offline_reason: str = "") -> None:
+    def __init__(
+        self, runner: Runner, out: TextIO, *, echo_input: bool, offline_reason: str = "", extraction: str = ""
+    ) -> None:
         self.runner = runner
         self.out = out
         self.echo_input = echo_input
         self.offline_reason = offline_reason
+        self.extraction = extraction
+        #: Background-extraction lines that arrived during a turn, printed after it.
+        self._notes: list[str] = []
+        self._in_turn = False
+        self._at_prompt = False
+        runner.add_extraction_listener(self._on_extraction)
+
+    def _on_extraction(self, event: object) -> None:
+        if not isinstance(event, ExtractionFinished):
+            return
+        lines = extraction_lines(event)
+        if not lines:
+            return
+        if self._in_turn or not self._at_prompt or self.echo_input:
+            # Mid-turn, or piped input (the next line is already on its way): print at the next pause.
+            self._notes += lines
+            return
+        # Idle at an interactive prompt: print now and prompt again.
+        self.write("\n" + "\n".join(lines) + "\n\n👤 You: ")
+
+    def _print_notes(self) -> None:
+        if self._notes:
+            lines, self._notes = self._notes, []
+            self.write("\n".join(lines) + "\n\n")
+
+    async def finish_extraction(self) -> None:
+        """At the end of the chat: extract what is pending, wait (bounded) and show it."""
+        if not self.runner.auto_extraction:
+            return
+        self.runner.flush_extraction()
+        if self.runner.extraction_pending:
+            self.write("⏳ Saving memories from this conversation...\n")
+            if not await self.runner.drain_extraction():
+                self.write("⚠️  Background extraction did not finish in time; it is cancelled.\n")
+        self._print_notes()
+
+    async def show_memories(self) -> None:
+        """/memory in auto mode: list the stored memories directly (the agent cannot load them)."""
+        entries = await self.runner.service.read(self.runner.key, 100)
+        if not entries:
+            self.write(
+                "📭 No memories stored yet. (Auto extraction runs in the background after each turn.)\n\n"
+            )
+            return
+        self.write(f"📚 Stored memories ({len(entries)}):\n")
+        for i, entry in enumerate(entries, start=1):
+            self.write(f"   {i}. [{entry.id[:12]}] {entry.memory.text}\n")
+        self.write("\n")
 
     def write(self, text: str) -> None:
         self.out.write(text)
         self.out.flush()
 
     async def render_turn(self, text: str) -> None:
+        self._in_turn = True
+        try:
+            await self._render_turn(text)
+        finally:
+            self._in_turn = False
+        self._print_notes()
+
+    async def _render_turn(self, text: str) -> None:
         self.write("🤖 Assistant: ")
         at_line_start = False  # the prefix is on the line
         printed_text = False
@@ -99,6 +196,7 @@ class Console:
         if command.kind is Command.EMPTY:
             return True
         if command.kind is Command.EXIT:
+            await self.finish_extraction()
             self.write("👋 Goodbye!\n")
             return False
         if command.kind is Command.NEW:
@@ -120,17 +218,28 @@ class Console:
         if command.kind is Command.UNKNOWN:
             self.write(f"❓ Unknown command {command.text}: type /help for the list\n\n")
             return True
+        if command.kind is Command.MEMORY and self.runner.auto_extraction:
+            await self.show_memories()
+            return True
         # MESSAGE, and MEMORY (rewritten into a message as the reference does).
         await self.render_turn(command.text)
         return True
 
     async def run(self, stdin: TextIO) -> int:
-        self.write("\n".join(banner(self.runner, offline_reason=self.offline_reason)) + "\n")
+        lines = banner(self.runner, offline_reason=self.offline_reason, extraction=self.extraction)
+        self.write("\n".join(lines) + "\n")
         while True:
+            self._print_notes()
             self.write("👤 You: ")
-            line = await asyncio.to_thread(stdin.readline)
+            self._at_prompt = True
+            try:
+                line = await asyncio.to_thread(stdin.readline)
+            finally:
+                self._at_prompt = False
             if not line:  # end of input
-                self.write("\n👋 Goodbye!\n")
+                self.write("\n")
+                await self.finish_extraction()
+                self.write("👋 Goodbye!\n")
                 return 0
             if self.echo_input:
                 self.write(line if line.endswith("\n") else line + "\n")
@@ -143,7 +252,7 @@ class Console:
 
 async def run_console(settings, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
     """Open the chat described by ``settings`` and run it until /exit or EOF."""
-    from .agent.factory import close_runner, open_runner
+    from .agent.factory import close_runner, extraction_summary, open_runner
 
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
@@ -154,6 +263,7 @@ async def run_console(settings, stdin: TextIO | None = None, stdout: TextIO | No
             stdout,
             echo_input=not stdin.isatty(),
             offline_reason=settings.offline_reason if settings.offline else "",
+            extraction=extraction_summary(settings),
         )
         return await console.run(stdin)
     finally:

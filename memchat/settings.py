@@ -9,6 +9,7 @@ is what the backend factories read.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -51,6 +52,16 @@ ENV_NAMES = {
     "disable_tools": "MEMCHAT_DISABLE_TOOLS",
     "api_key": "OPENAI_API_KEY",
     "base_url": "OPENAI_BASE_URL",
+    "extract": "MEMCHAT_EXTRACT",
+    "extract_model": "MEMCHAT_EXTRACT_MODEL",
+    "extract_every": "MEMCHAT_EXTRACT_EVERY",
+    "extract_interval": "MEMCHAT_EXTRACT_INTERVAL",
+    "extract_match": "MEMCHAT_EXTRACT_MATCH",
+    "update_policy": "MEMCHAT_UPDATE_POLICY",
+    "workers": "MEMCHAT_EXTRACT_WORKERS",
+    "queue_size": "MEMCHAT_EXTRACT_QUEUE_SIZE",
+    "job_timeout": "MEMCHAT_EXTRACT_JOB_TIMEOUT",
+    "expose_tools": "MEMCHAT_EXPOSE_TOOLS",
 }
 
 #: Config file (section, key) → Settings field.
@@ -66,7 +77,30 @@ CONFIG_KEYS = {
     ("model", "preload"): "preload",
     ("tools", "enable"): "enable_tools",
     ("tools", "disable"): "disable_tools",
+    ("tools", "expose"): "expose_tools",
+    ("extraction", "enabled"): "extract",
+    ("extraction", "model"): "extract_model",
+    ("extraction", "every"): "extract_every",
+    ("extraction", "interval"): "extract_interval",
+    ("extraction", "match"): "extract_match",
+    ("extraction", "update_policy"): "update_policy",
+    ("extraction", "workers"): "workers",
+    ("extraction", "queue_size"): "queue_size",
+    ("extraction", "job_timeout"): "job_timeout",
 }
+
+#: Options that only mean something in auto mode (a flag for them without --extract is an error).
+EXTRACTION_FLAGS = {
+    "extract_model": "--extract-model",
+    "extract_every": "--extract-every",
+    "extract_interval": "--extract-interval",
+    "update_policy": "--update-policy",
+    "workers": "--workers",
+    "queue_size": "--queue-size",
+    "job_timeout": "--job-timeout",
+}
+#: Fields holding seconds, given as 90, "90s", "3m", "1h30m"…
+DURATIONS = {"extract_interval", "job_timeout"}
 
 
 @dataclass(frozen=True)
@@ -84,6 +118,22 @@ class Settings:
     api_key: str = field(default="", repr=False)
     base_url: str = ""
     plain: bool = False
+    #: Auto mode: a background extractor makes the memories (the agent only searches).
+    extract: bool = False
+    #: The extractor's model ("" = the chat model; "offline" = the rule-based extractor).
+    extract_model: str = ""
+    #: Extract once at least this many new messages are pending (0 = after every turn).
+    extract_every: int = 0
+    #: Extract once this many seconds passed since the last extraction (0 = off).
+    extract_interval: float = 0.0
+    #: With both extract_every and extract_interval: "any" (either) or "all" (both).
+    extract_match: str = "any"
+    update_policy: str = "merge_similar"
+    workers: int = 1
+    queue_size: int = 10
+    job_timeout: float = 30.0
+    #: Tools shown to the model in auto mode besides memory_search (e.g. memory_add).
+    expose_tools: tuple[str, ...] = ()
     #: Merged environment handed to the backend factories and model clients.
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     #: Where values came from, for `memchat config` style diagnostics.
@@ -93,6 +143,17 @@ class Settings:
     def offline(self) -> bool:
         """No key (or ``--model offline``): use the rule-based offline model."""
         return self.model == OFFLINE_MODEL or not self.api_key
+
+    @property
+    def extract_offline(self) -> bool:
+        """The background extractor is the rule-based one (no key, or chosen)."""
+        if self.extract_model == OFFLINE_MODEL or not self.api_key:
+            return True
+        return not self.extract_model and self.model == OFFLINE_MODEL
+
+    @property
+    def extraction_model_name(self) -> str:
+        return OFFLINE_MODEL if self.extract_offline else (self.extract_model or self.model)
 
     @property
     def offline_reason(self) -> str:
@@ -162,13 +223,47 @@ class Settings:
         both = set(self.enable_tools) & set(self.disable_tools)
         if both:
             raise ConfigError(f"{', '.join(sorted(both))} is both enabled and disabled: pick one")
+        for tool in self.expose_tools:
+            if tool not in ALL_TOOLS:
+                raise ConfigError(
+                    f"unknown tool {tool!r} for --expose-tool: choose from {', '.join(ALL_TOOLS)}"
+                )
+        self._validate_extraction()
         return replace(self, memory=name)
+
+    def _validate_extraction(self) -> None:
+        from memchat.engine.extraction import POLICIES
+
+        if not self.extract:
+            given = [
+                flag for name, flag in EXTRACTION_FLAGS.items() if self.sources.get(name) == "command line"
+            ]
+            if given:
+                raise ConfigError(f"{given[0]} only applies to auto extraction: add --extract")
+        if self.extract_every < 0:
+            raise ConfigError(
+                f"--extract-every must be 0 (every turn) or a number of messages, not {self.extract_every}"
+            )
+        if self.extract_interval < 0:
+            raise ConfigError("--extract-interval must be 0 (off) or a positive duration such as 3m")
+        if self.extract_match not in ("any", "all"):
+            raise ConfigError(f"extraction match must be 'any' or 'all', not {self.extract_match!r}")
+        if self.update_policy not in POLICIES:
+            raise ConfigError(
+                f"unknown update policy {self.update_policy!r}: choose from {', '.join(POLICIES)}"
+            )
+        if self.workers < 1:
+            raise ConfigError(f"--workers must be 1 or more, not {self.workers}")
+        if self.queue_size < 1:
+            raise ConfigError(f"--queue-size must be 1 or more, not {self.queue_size}")
+        if self.job_timeout <= 0:
+            raise ConfigError("--job-timeout must be a positive duration such as 30s")
 
     def tool_settings(self) -> Any:
         from memchat.engine.tools import ToolSettings
 
         enabled = {name: True for name in self.enable_tools} | {name: False for name in self.disable_tools}
-        return ToolSettings(enabled=enabled)
+        return ToolSettings(enabled=enabled, exposed={name: True for name in self.expose_tools})
 
     def describe(self) -> dict[str, Any]:
         """Every field with its value (the key masked), for diagnostics."""
@@ -229,8 +324,31 @@ _BOOLS = {
 }
 
 
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h)")
+
+
+def parse_duration(value: Any, label: str = "duration") -> float:
+    """Seconds from 90, 1.5, "90", "90s", "3m", "1h30m" or "500ms"."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{label} must be a duration such as 90s, 3m or 1h, not {value!r}")
+    if isinstance(value, (int, float)):
+        return float(value)
+    text = str(value).strip().lower().replace(" ", "")
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    parts = _DURATION_PART.findall(text)
+    if not text or "".join(n + u for n, u in parts) != text:
+        raise ConfigError(f"{label} must be a duration such as 90s, 3m or 1h, not {value!r}")
+    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    return sum(float(number) * scale[unit] for number, unit in parts)
+
+
 def _coerce(name: str, value: Any) -> Any:
     kind = {f.name: f.type for f in fields(Settings)}[name]
+    if name in DURATIONS:
+        return parse_duration(value, _label(name))
     if kind == "bool" and not isinstance(value, bool):
         parsed = _BOOLS.get(str(value).strip().lower())
         if parsed is None:

@@ -16,12 +16,22 @@ def write(path, text: str):
 def test_defaults(tmp_path) -> None:
     s = Settings.load({}, environ={}, cwd=tmp_path)
     assert (s.memory, s.model, s.streaming, s.soft_delete, s.preload, s.user, s.app, s.limit) == (
-        "sqlite", "deepseek-v4-flash", True, False, 0, "user", "memory-chat", 1000)
+        "sqlite",
+        "deepseek-v4-flash",
+        True,
+        False,
+        0,
+        "user",
+        "memory-chat",
+        1000,
+    )
     assert s.offline and s.offline_reason == "no OPENAI_API_KEY is set"
 
 
 def test_each_layer_overrides_the_one_below(tmp_path) -> None:
-    config = write(tmp_path / "memchat.toml", """
+    config = write(
+        tmp_path / "memchat.toml",
+        """
 [memory]
 backend = "inmemory"
 soft_delete = true
@@ -33,7 +43,8 @@ name = "config-model"
 preload = 3
 [env]
 SQLITE_MEMORY_DSN = "sqlite:///config.db"
-""")
+""",
+    )
     write(tmp_path / ".env", "MEMCHAT_USER=from-dotenv\nMEMCHAT_PRELOAD=5\nSQLITE_MEMORY_DSN=dotenv.db\n")
     s = Settings.load({"preload": 7}, environ={"MEMCHAT_USER": "from-env"}, cwd=tmp_path)
     assert s.memory == "inmemory" and s.soft_delete is True  # config file
@@ -81,14 +92,16 @@ def test_bad_values_are_one_clear_error(tmp_path, environ, needle) -> None:
 
 def test_broken_config_file_names_the_file(tmp_path) -> None:
     write(tmp_path / "memchat.toml", "[memory\nbackend=")
-    with pytest.raises(ConfigError, match="memchat.toml is not valid TOML"):
+    with pytest.raises(ConfigError, match=r"memchat\.toml is not valid TOML"):
         Settings.load({}, environ={}, cwd=tmp_path)
 
 
 def test_tool_switches(tmp_path) -> None:
-    s = Settings.load({"enable_tools": ("memory_delete",), "disable_tools": ("memory_load",)}, environ={},
-                      cwd=tmp_path)
+    s = Settings.load(
+        {"enable_tools": ("memory_delete",), "disable_tools": ("memory_load",)}, environ={}, cwd=tmp_path
+    )
     assert s.tool_settings().enabled == {"memory_delete": True, "memory_load": False}
     with pytest.raises(ConfigError, match="both enabled and disabled"):
-        Settings.load({"enable_tools": ("memory_load",), "disable_tools": ("memory_load",)}, environ={},
-                      cwd=tmp_path)
+        Settings.load(
+            {"enable_tools": ("memory_load",), "disable_tools": ("memory_load",)}, environ={}, cwd=tmp_path
+        )

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memchat.engine.extraction.types import ExtractionFinished, ExtractionStarted
+
 from .llm import ToolCall
 
 
@@ -61,3 +63,23 @@ class TurnDone:
 
 
 Event = TextDelta | ToolCallsRequested | ToolExecuting | ToolFinished | TurnError | TurnStats | TurnDone
+
+#: Background events of auto mode. They are not part of a turn's stream: they
+#: reach the UI through ``Runner.add_extraction_listener(callback)`` and may
+#: arrive at any time after a turn (ExtractionStarted when a job begins,
+#: ExtractionFinished with what it added, updated and deleted).
+BackgroundEvent = ExtractionStarted | ExtractionFinished
+
+__all__ = [
+    "BackgroundEvent",
+    "Event",
+    "ExtractionFinished",
+    "ExtractionStarted",
+    "TextDelta",
+    "ToolCallsRequested",
+    "ToolExecuting",
+    "ToolFinished",
+    "TurnDone",
+    "TurnError",
+    "TurnStats",
+]

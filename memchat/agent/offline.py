@@ -288,7 +288,14 @@ class OfflineModel:
         seed = f"{len(messages)}|{user_text}"
         if results:
             return self._after_tools(user_text, called, results, available, chinese, seed)
-        return self._first_round(user_text, available, chinese, seed)
+        text, calls = self._first_round(user_text, available, chinese, seed)
+        if _background_memory(messages) and text in (
+            _say(chinese, "add_disabled"),
+            _say(chinese, "delete_disabled"),
+        ):
+            # Auto mode: the background extractor writes; the agent only reads.
+            return _say(chinese, "background"), []
+        return text, calls
 
     @staticmethod
     def _call(seed: str, index: int, name: str, arguments: dict[str, Any]) -> ToolCall:
@@ -377,6 +384,14 @@ class OfflineModel:
         return _say(chinese, "remembered", items="; ".join(added)), []
 
 
+def _background_memory(messages: list[Mapping[str, Any]]) -> bool:
+    """True when the system prompt says memories are written in the background (auto mode)."""
+    system = " ".join(str(m.get("content") or "") for m in messages if m.get("role") == "system")
+    from .runner import AUTO_MODE_MARKER
+
+    return AUTO_MODE_MARKER in system
+
+
 def _load_json(text: Any) -> Any:
     try:
         return json.loads(text) if isinstance(text, str) else None
@@ -403,6 +418,8 @@ _PHRASES: dict[str, tuple[str, str]] = {
     "nothing_to_forget": ("I couldn't find a memory like that to forget.", "没有找到要忘记的记忆。"),
     "cleared": ("Done, I've forgotten everything about you.", "好的，关于你的记忆已全部清空。"),
     "failed": ("I couldn't do that: {error}", "没能完成：{error}"),
+    "background": ("Noted. Memories are saved in the background after each turn, so this will be taken care of.",
+                   "好的，记忆会在每轮对话后于后台自动保存。"),
     "add_disabled": ("I'd remember that, but the memory_add tool is disabled.", "我想记住这件事，但 memory_add 工具已禁用。"),
     "delete_disabled": ("I can't forget single memories: memory_delete is disabled "
                         "(start memchat with --enable-tool memory_delete).",

@@ -10,6 +10,7 @@ every requested tool call gets a result message).
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Callable
 
@@ -29,6 +30,8 @@ from .events import (
 )
 from .llm import ChatModel, Message, ModelError, ModelReply, TextChunk, ToolCall
 
+log = logging.getLogger(__name__)
+
 APP_NAME = "memory-chat"
 AGENT_NAME = "memory-assistant"
 DEFAULT_USER = "user"
@@ -40,6 +43,15 @@ SYSTEM_PROMPT = (
     "store durable facts about the user when they share them, search your memories when an answer "
     "may depend on what you know about the user, update memories that changed, and delete one only "
     "when the user asks you to forget it. Answer in the user's language."
+)
+#: Auto mode: memories are written by the background extractor, not by the agent.
+#: The offline model recognises auto mode by this phrase of the prompt.
+AUTO_MODE_MARKER = "remembered automatically in the background"
+AUTO_SYSTEM_PROMPT = (
+    "You are memory-assistant, a helpful AI assistant with long-term memory. "
+    "What the user tells you is remembered automatically in the background after each turn, so you "
+    "do not need to store anything yourself. Search your memories when an answer may depend on what "
+    "you know about the user. Answer in the user's language."
 )
 
 
@@ -67,7 +79,7 @@ class Runner:
         streaming: bool = True,
         preload: int = 0,
         max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
-        system_prompt: str = SYSTEM_PROMPT,
+        system_prompt: str | None = None,
         session_clock: SessionClock | None = None,
     ) -> None:
         self.model = model
@@ -76,6 +88,8 @@ class Runner:
         self.streaming = streaming
         self.preload = preload
         self.max_tool_rounds = max(1, max_tool_rounds)
+        if system_prompt is None:
+            system_prompt = AUTO_SYSTEM_PROMPT if getattr(service, "extractor", None) else SYSTEM_PROMPT
         self.system_prompt = system_prompt
         self.tools: dict[str, Tool] = {t.name: t for t in service.tools()}
         self._sessions = session_clock or SessionClock()
@@ -86,8 +100,56 @@ class Runner:
     def tool_names(self) -> list[str]:
         return sorted(self.tools)
 
+    # -- auto extraction (background; see memchat.engine.extraction) ---------
+
+    @property
+    def auto_extraction(self) -> bool:
+        """Memories are extracted in the background after each turn."""
+        return getattr(self.service, "extractor", None) is not None
+
+    def add_extraction_listener(self, listener: Callable[[object], object]) -> Callable[[], None]:
+        """``listener(event)`` for every ExtractionStarted / ExtractionFinished of
+        the background extractor (called on the event loop). Returns a remover."""
+        if not self.auto_extraction:
+            return lambda: None
+        return self.service.add_extraction_listener(listener)
+
+    def _enqueue_extraction(self, *, force: bool = False) -> str:
+        if not self.auto_extraction or not self.history:
+            return "off"
+        try:
+            return self.service.enqueue_auto_memory_job(
+                self.key, self.session_id, list(self.history), force=force
+            )
+        except Exception:  # extraction is best effort: never cost the user the turn
+            log.warning("could not hand the turn to the memory extractor", exc_info=True)
+            return "failed"
+
+    def flush_extraction(self) -> str:
+        """Extract what is still pending in this conversation, whatever the checkers say
+        (done on /new and when the chat ends)."""
+        return self._enqueue_extraction(force=True)
+
+    @property
+    def extraction_pending(self) -> int:
+        """Background extraction jobs queued or running."""
+        auto = getattr(self.service, "auto", None) if self.auto_extraction else None
+        return auto.pending_jobs if auto is not None else 0
+
+    async def drain_extraction(self, timeout: float | None = None) -> bool:
+        """Wait until the background extraction is idle: True, or False after
+        ``timeout`` seconds (default: the extraction's drain bound, its job timeout)."""
+        auto = getattr(self.service, "auto", None) if self.auto_extraction else None
+        if auto is None:
+            return True
+        if timeout is None:
+            timeout = auto.config.drain_timeout or auto.config.job_timeout
+        return await auto.drain(timeout)
+
     def new_session(self) -> tuple[str, str]:
-        """Start a new conversation; memories are kept. Returns (previous, current)."""
+        """Start a new conversation; memories are kept. Returns (previous, current).
+        In auto mode what is pending of the old conversation is extracted first."""
+        self.flush_extraction()
         previous = self.session_id
         self.session_id = self._sessions.new_id()
         self.history = []
@@ -205,7 +267,12 @@ class Runner:
             self._answer_pending(pending_calls, "cancelled: the user stopped the turn")
             raise
         yield stats()
-        yield TurnDone("".join(text_so_far))
+        try:
+            yield TurnDone("".join(text_so_far))
+        finally:
+            # The turn is over (and TurnDone delivered): hand it to the background
+            # extractor, which runs on its own tasks; this never waits for it.
+            self._enqueue_extraction()
 
     def _commit_partial(self, answer: list[str], stopped: bool = False) -> None:
         """Keep a partial answer in the history so the next turn sees it."""
@@ -236,7 +303,19 @@ def tool_summary(runner: Runner) -> tuple[str, str]:
     enabled = [n for n in BANNER_ORDER if n in runner.tools]
     off = [n for n in BANNER_ORDER if n not in runner.tools]
     note = f"({', '.join(off)} disabled by default, can be enabled with --enable-tool)" if off else ""
+    if runner.auto_extraction:
+        auto = getattr(runner.service, "auto", None)
+        enabled_names = (
+            auto.enabled if auto is not None and auto.enabled is not None else frozenset(BANNER_ORDER)
+        )
+        writers = [n for n in off if n in enabled_names and n not in ("memory_search", "memory_load")]
+        note = (
+            f"({', '.join(writers)} used by the background extractor; "
+            "show them to the model with --expose-tool)"
+            if writers
+            else ""
+        )
     return ", ".join(enabled) or "none", note
 
 
-__all__ = ["APP_NAME", "DEFAULT_USER", "Runner", "SessionClock", "tool_summary"]
+__all__ = ["APP_NAME", "AUTO_SYSTEM_PROMPT", "DEFAULT_USER", "Runner", "SessionClock", "tool_summary"]

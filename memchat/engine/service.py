@@ -30,8 +30,12 @@ from .model import (
 )
 
 if TYPE_CHECKING:
-    from backends.base import Store, Transaction
+    from collections.abc import Sequence
 
+    from backends.base import Store, Transaction, VectorStore
+
+    from .embedding import Embedder
+    from .extraction import AutoMemory, AutoMemoryConfig, ExtractionEvent, Extractor
     from .tools import Tool, ToolSettings
 
 DEFAULT_MEMORY_LIMIT = 1000
@@ -67,6 +71,13 @@ class MemoryService:
     are hidden from read and search either way. ``limit``: maximum active
     memories per user (``0`` or ``None``: no limit); an operation that does not
     add an active memory (re-adding, updating) never trips it.
+
+    Auto mode: with an ``extractor`` (engine/extraction), memories are also
+    made in the background from the conversation: the chat calls
+    ``enqueue_auto_memory_job`` after each turn, workers configured by
+    ``auto_memory`` run the extractor, and ``add_extraction_listener`` reports
+    what they changed. ``auto_mode`` is then on: the agent sees only
+    memory_search (and memory_load once enabled) unless tools are exposed.
     """
 
     def __init__(
@@ -81,6 +92,9 @@ class MemoryService:
         tool_settings: ToolSettings | None = None,
         auto_mode: bool = False,
         clock: Callable[[], datetime] | None = None,
+        embedder: Embedder | None = None,
+        extractor: Extractor | None = None,
+        auto_memory: AutoMemoryConfig | None = None,
     ) -> None:
         if limit is not None and limit < 0:
             raise ValueError("limit must be 0 (no limit) or a positive number of memories")
@@ -90,25 +104,46 @@ class MemoryService:
         self.max_results = max_results
         self.min_score = min_score
         self.max_text_length = max_text_length
-        self.auto_mode = auto_mode
+        self.auto_mode = auto_mode or extractor is not None
+        #: Auto mode's extractor and its worker pool (created on first use).
+        self.extractor = extractor
+        self._auto_config = auto_memory
+        self._auto: AutoMemory | None = None
         self._tool_settings = tool_settings
         self._tools: list[Tool] | None = None
         self._now = _MonotonicClock(clock)
         self._opened = False
+        self._open_attempted = False
+        #: For a vector store: turns memory text and queries into vectors. None →
+        #: the offline default (all-MiniLM-L6-v2), created on first use.
+        self._embedder = embedder
 
     # -- lifecycle -------------------------------------------------------
 
     async def open(self) -> MemoryService:
-        """Connect the store (idempotent). Every call below opens lazily too."""
+        """Connect the store (idempotent). Every call below opens lazily too.
+
+        For a vector store, the embedder's dimension is checked against the
+        index's first: a mismatch is one ConfigError naming both."""
         if not self._opened:
+            if self.is_vector_store:
+                from .embedding import check_dimensions
+
+                check_dimensions(self.embedder, self.store.dimension, self.store.describe())  # type: ignore[attr-defined]
+            self._open_attempted = True  # so close() releases what a failed open left behind
             await self.store.open()
             self._opened = True
         return self
 
     async def close(self) -> None:
-        if self._opened:
-            self._opened = False
-            await self.store.close()
+        """Drain the background extraction (bounded, see AutoMemoryConfig), then close the store."""
+        try:
+            if self._auto is not None:
+                await self._auto.close()
+        finally:
+            if self._opened or self._open_attempted:
+                self._opened = self._open_attempted = False
+                await self.store.close()
 
     async def __aenter__(self) -> MemoryService:
         return await self.open()
@@ -120,6 +155,46 @@ class MemoryService:
         key.validate()
         if not self._opened:
             await self.open()
+
+    # -- embeddings (vector stores only) ----------------------------------
+
+    @property
+    def is_vector_store(self) -> bool:
+        """The store keeps embeddings and answers nearest-neighbour queries."""
+        return bool(getattr(self.store.capabilities, "vector_search", False))
+
+    @property
+    def embedder(self) -> Embedder:
+        """The embedder used with a vector store (the offline default unless one was given)."""
+        if self._embedder is None:
+            from .embedding import default_embedder
+
+            self._embedder = default_embedder()
+        return self._embedder
+
+    async def _embed(self, texts: Sequence[str]) -> list[list[float]]:
+        from .model import BackendError
+
+        vectors = await self.embedder.embed(list(texts))
+        if len(vectors) != len(texts):
+            raise BackendError(
+                f"the embedder {self.embedder.name} returned {len(vectors)} vectors for {len(texts)} texts"
+            )
+        dimension = self.store.dimension  # type: ignore[attr-defined]
+        for vector in vectors:
+            if len(vector) != dimension:
+                raise BackendError(
+                    f"embedding dimension mismatch: expected {dimension}, got {len(vector)} "
+                    f"from the embedder {self.embedder.name}"
+                )
+        return vectors
+
+    async def _vector_for(self, text: str) -> list[float] | None:
+        """The embedding to store with ``text`` (None for a non-vector store).
+        Computed before any atomic section, so a failure changes nothing."""
+        if not self.is_vector_store:
+            return None
+        return (await self._embed([text]))[0]
 
     # -- validation ------------------------------------------------------
 
@@ -200,6 +275,7 @@ class MemoryService:
         self._check_metadata(metadata)
         memory = build_memory(text, self._check_topics(topics), metadata)
         mid = memory_id_for(memory, key.app, key.user)
+        vector = await self._vector_for(memory.text)
 
         async def work(tx: Transaction) -> Entry:
             now = self._now()
@@ -208,7 +284,7 @@ class MemoryService:
                 self._check_limit(key, await tx.count_active())
             created = existing.created_at if existing is not None else now
             entry = Entry(mid, key.app, key.user, memory, created, now)
-            await tx.put(entry)
+            await tx.put(entry, vector)
             return entry
 
         return await self.store.atomic(key, work)
@@ -231,6 +307,8 @@ class MemoryService:
         self._check_text(text)
         self._check_metadata(metadata)
         topics = self._check_topics(topics)
+        # The memory keeps the text as given: embed it now, before the atomic section.
+        vector = await self._vector_for(text)
 
         async def work(tx: Transaction) -> Entry:
             now = self._now()
@@ -241,7 +319,7 @@ class MemoryService:
             new_id = memory_id_for(memory, key.app, key.user)
             if new_id == memory_id:
                 entry = replace(source, memory=memory, updated_at=now)
-                await tx.put(entry)
+                await tx.put(entry, vector)
                 return entry
             target = await tx.get(new_id)
             if target is not None and not target.is_deleted:
@@ -255,7 +333,7 @@ class MemoryService:
                     await tx.remove(new_id)
                 created = source.created_at
             entry = Entry(new_id, key.app, key.user, memory, created, now)
-            await tx.put(entry)
+            await tx.put(entry, vector)
             await self._retire(tx, source, now)
             return entry
 
@@ -325,15 +403,117 @@ class MemoryService:
         return await self.store.count(key, include_deleted=include_deleted)
 
     async def search(self, key: UserKey, query: str, options: SearchOptions | None = None) -> list[Entry]:
-        """Rank the user's memories for ``query``; each result carries ``score``."""
+        """Rank the user's memories for ``query``; each result carries ``score``.
+
+        Keyword ranking (§4.1) on every store. On a vector store with
+        ``options.hybrid_search`` (what the memory_search tool asks for), dense
+        and keyword candidates are fused instead (``search.HybridRanking``):
+        the score is then a 0–1 relevance blending cosine similarity, keyword
+        score and token-level similarity."""
         await self._ready(key)
         if not isinstance(query, str) or not query.strip():
             return []
         options = options or SearchOptions()
+        if options.hybrid_search and self.is_vector_store:
+            return await self._hybrid_search(key, query, options)
         candidates = await self.store.keyword_candidates(key, query)
         return keyword.keyword_search(
             candidates, query, options, min_score=self.min_score, default_max=self.max_results
         )
+
+    async def vector_search(
+        self, key: UserKey, query: str, options: SearchOptions | None = None
+    ) -> list[Entry]:
+        """Semantic search only (vector stores): score = cosine similarity of the
+        query and memory embeddings. ``options.similarity_threshold`` (if > 0)
+        drops weaker matches; filters, kind fallback, order and dedup apply."""
+        await self._ready(key)
+        if not self.is_vector_store:
+            from .model import ConfigError
+
+            raise ConfigError(
+                f"the {self.store.name} backend has no vector index: "
+                "use sqlitevec, mysqlvec, pgvector or chromadb for semantic search"
+            )
+        if not isinstance(query, str) or not query.strip():
+            return []
+        options = options or SearchOptions()
+        vector = (await self._embed([query.strip()]))[0]
+        dense = await self._dense_candidates(key, vector, options)
+        return keyword.dense_results(dense, options, default_max=self.max_results)
+
+    def _dense_depth(self, options: SearchOptions) -> int:
+        limit = options.max_results if options.max_results > 0 else self.max_results
+        return max(keyword.HYBRID_DENSE_DEPTH, 5 * limit)
+
+    def _filtered(self, options: SearchOptions) -> bool:
+        return bool(options.kind or options.time_after is not None or options.time_before is not None)
+
+    async def _dense_candidates(
+        self, key: UserKey, vector: Sequence[float], options: SearchOptions
+    ) -> list[Entry]:
+        """The store's nearest neighbours; every active memory when filters are set
+        (they apply afterwards, so the nearest ones may all be filtered out)."""
+        store: VectorStore = self.store  # type: ignore[assignment]
+        depth = self._dense_depth(options)
+        if self._filtered(options):
+            depth = max(depth, await self.store.count(key))
+        return await store.vector_candidates(key, vector, depth)
+
+    async def _hybrid_search(self, key: UserKey, query: str, options: SearchOptions) -> list[Entry]:
+        query = query.strip()
+        embedder = self.embedder
+        embed_tokens = getattr(embedder, "embed_tokens", None)
+        vector = (await self._embed([query]))[0]
+        dense = await self._dense_candidates(key, vector, options)
+        depth = self._dense_depth(options)
+        everything = self._filtered(options) or len(dense) < depth
+        ranking = keyword.HybridRanking(
+            await self.store.keyword_candidates(key, query), dense, query, dense_complete=everything
+        )
+        if embed_tokens is not None:
+            targets = ranking.rerank_targets(options)
+            if targets:
+                token_vectors = await embed_tokens([query, *(e.memory.text for e in targets)])
+                query_tokens = token_vectors[0]
+                ranking.set_token_similarities(
+                    {
+                        entry.id: keyword.token_similarity(query_tokens, vectors)
+                        for entry, vectors in zip(targets, token_vectors[1:], strict=True)
+                    }
+                )
+        return ranking.results(options, default_max=self.max_results)
+
+    # -- auto extraction ------------------------------------------------------
+
+    @property
+    def auto(self) -> AutoMemory | None:
+        """The background extraction workers (None without an extractor)."""
+        if self._auto is None and self.extractor is not None:
+            from .extraction import AutoMemory
+            from .tools import ToolSettings, enabled_tool_names
+
+            enabled = enabled_tool_names(self._tool_settings or ToolSettings(), True)
+            self._auto = AutoMemory(self, self.extractor, self._auto_config, enabled=frozenset(enabled))
+        return self._auto
+
+    def enqueue_auto_memory_job(
+        self, key: UserKey, session_id: str, messages: Sequence[dict], *, force: bool = False
+    ) -> str:
+        """After a turn: offer the session's messages (OpenAI format, the whole
+        history) for background extraction. Never blocks; returns what happened
+        ("queued", "coalesced", "deferred", "waiting", "nothing new", "off"…)."""
+        auto = self.auto
+        if auto is None:
+            return "off"
+        return auto.submit(key, session_id, messages, force=force)
+
+    def add_extraction_listener(self, listener: Callable[[ExtractionEvent], object]) -> Callable[[], None]:
+        """Be told of every ExtractionStarted / ExtractionFinished; returns a remover."""
+        auto = self.auto
+        if auto is None:
+            return lambda: None
+        return auto.add_listener(listener)
 
     # -- tools -----------------------------------------------------------
 

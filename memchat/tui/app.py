@@ -5,6 +5,12 @@ drives the widgets with method calls. Workers do the slow work (opening the
 backend, running a turn, reading memories) and only post messages back.
 Heavy modules (the backend's driver, SQLAlchemy, the openai SDK) are imported
 after the first frame, in a thread.
+
+Auto mode (a background extractor makes the memories): the runner's
+extraction listener posts ``ExtractionProgress``; the header shows
+"🧩 extracting…" while a job runs, the chat log gets what it changed, and
+the memory panel reloads. Quitting waits (bounded, without freezing the
+screen) for the pending extraction; quitting again does not wait.
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from textual.screen import ModalScreen, Screen
 
 from memchat.agent.commands import COMMANDS, Command, parse_command
 from memchat.agent.events import (
+    ExtractionFinished,
+    ExtractionStarted,
     TextDelta,
     ToolCallsRequested,
     ToolExecuting,
@@ -36,6 +44,8 @@ from memchat.agent.events import (
 from memchat.engine.model import MemchatError
 
 from .messages import (
+    ExtractionDrained,
+    ExtractionProgress,
     MemoriesFailed,
     MemoriesLoaded,
     MemoryChanged,
@@ -46,11 +56,17 @@ from .messages import (
 )
 from .screens.chat import ChatScreen
 from .screens.confirm import ConfirmScreen
-from .services import RunnerFactory, clipboard_problem, close_default_runner, open_default_runner
+from .services import (
+    RunnerFactory,
+    cancel_extraction,
+    clipboard_problem,
+    close_default_runner,
+    open_default_runner,
+)
 from .widgets.chat_input import COMMAND_HELP, ChatInput
 from .widgets.memory_list import MemoryList
 from .widgets.memory_panel import MemoryPanel
-from .widgets.message import AssistantMessage, ChatMessage
+from .widgets.message import AssistantMessage, ChatMessage, ExtractionNote
 
 if TYPE_CHECKING:
     from memchat.agent.runner import Runner
@@ -67,6 +83,9 @@ COMMAND_KEYS = {"/memory": "ctrl+b", "/new": "ctrl+n", "/stream": "ctrl+t", "/he
 
 #: Actions that make no sense while a dialog is open.
 CHAT_ACTIONS = {"new_session", "toggle_memories", "toggle_streaming", "copy_message", "help", "stop"}
+
+#: Actions that make no sense while the app saves memories before quitting.
+QUITTING_ACTIONS = {"new_session", "toggle_streaming", "stop"}
 
 
 def _describe(exc: BaseException) -> str:
@@ -118,6 +137,12 @@ class MemchatApp(App[int]):
         self._connecting = False
         self._queued: str | None = None
         self._memories_stale = True
+        #: Auto mode: background extraction jobs running, and how to stop listening.
+        self.extracting = 0
+        self._stop_listening: Callable[[], None] | None = None
+        #: The exit code, while waiting for the background extraction before exiting.
+        self.quitting: int | None = None
+        self._drain_worker = None
 
     # -- screens and widgets ----------------------------------------------
     def get_default_screen(self) -> Screen:
@@ -173,6 +198,9 @@ class MemchatApp(App[int]):
         header.backend = runner.service.store.name
         header.session = runner.session_id
         header.status = "ready"
+        header.auto = runner.auto_extraction
+        if runner.auto_extraction and self._stop_listening is None:
+            self._stop_listening = runner.add_extraction_listener(self._on_extraction)
         self.sub_title = runner.session_id
         await self.chat.chat_log.add_note(self._banner(runner), "banner")
         if self.chat.memory_panel.display:
@@ -210,6 +238,11 @@ class MemchatApp(App[int]):
         ]
         if note:
             lines.append(Content.from_markup("[$text-muted]$n[/]", n=note))
+        if runner.auto_extraction:
+            from memchat.agent.factory import extraction_summary
+
+            summary = extraction_summary(self.settings) or "🧩 Auto extraction: on (in the background)"
+            lines.append(Content(summary))
         if self.settings.offline:
             lines.append(
                 Content.from_markup(
@@ -225,6 +258,9 @@ class MemchatApp(App[int]):
         return Content("\n").join(lines)
 
     async def on_unmount(self) -> None:
+        if self._stop_listening is not None:
+            self._stop_listening()
+            self._stop_listening = None
         runner, self.runner = self.runner, None
         if runner is not None:
             with contextlib.suppress(Exception):  # closing must never keep the app from exiting
@@ -238,6 +274,9 @@ class MemchatApp(App[int]):
         kind = parsed.kind
         if kind is Command.EMPTY:
             return
+        if self.quitting is not None and kind is not Command.EXIT:
+            self.notify("Saving memories before quitting (ctrl+q quits without waiting).", severity="warning")
+            return
         if kind is Command.MESSAGE and self.busy:
             self.notify("An answer is still being written: press Esc to stop it.", severity="warning")
             return
@@ -246,7 +285,7 @@ class MemchatApp(App[int]):
             return
         chat_input.accept()
         if kind is Command.EXIT:
-            self.exit(0)
+            await self.request_quit(0)
         elif kind is Command.HELP:
             await self.action_help()
         elif kind is Command.STREAM:
@@ -367,13 +406,95 @@ class MemchatApp(App[int]):
 
     def _set_busy(self, busy: bool) -> None:
         self.busy = busy
-        self.chat.header.status = "thinking" if busy else "ready"
-        self.chat.chat_input.border_subtitle = "esc stops the answer" if busy else ""
+        chat_input = self.chat.chat_input
+        if self.quitting is not None:
+            self.chat.header.status = "saving"
+            chat_input.border_subtitle = "saving memories · ctrl+q again quits without waiting"
+        else:
+            self.chat.header.status = "thinking" if busy else "ready"
+            chat_input.border_subtitle = "esc stops the answer" if busy else ""
         self.refresh_bindings()
+
+    # -- background extraction (auto mode) ---------------------------------------
+    def _on_extraction(self, event: object) -> None:
+        """The runner's extraction listener (called on the event loop, from the
+        extractor's task): hand the event to the app as a message."""
+        if isinstance(event, ExtractionStarted | ExtractionFinished):
+            self.post_message(ExtractionProgress(event))
+
+    async def on_extraction_progress(self, message: ExtractionProgress) -> None:
+        event = message.event
+        if isinstance(event, ExtractionStarted):
+            self.extracting += 1
+        else:
+            self.extracting = max(0, self.extracting - 1)
+        if self._shutting_down:
+            return
+        self.chat.header.extracting = self.extracting
+        if not isinstance(event, ExtractionFinished):
+            return
+        if event.changed:
+            self._memories_changed()
+        if event.status == "cancelled":  # the app is closing
+            return
+        if event.ok and not event.changed and not event.skipped and not event.errors:
+            return  # nothing to say: the header's indicator went out
+        await self.chat.chat_log.add(ExtractionNote(event))
+
+    # -- quitting ----------------------------------------------------------------
+    async def action_quit(self) -> None:
+        await self.request_quit(0)
+
+    async def request_quit(self, code: int = 0) -> None:
+        """Exit; in auto mode first extract what is pending of the conversation
+        and wait for it (bounded by the job timeout; the screen stays live).
+        Asked again while waiting: exit now, cancelling the extraction."""
+        runner = self.runner
+        if self.quitting is not None:
+            if self._drain_worker is not None:
+                self._drain_worker.cancel()
+            if runner is not None:
+                with contextlib.suppress(Exception):
+                    await cancel_extraction(runner)
+            self.exit(self.quitting)
+            return
+        if runner is None or not runner.auto_extraction:
+            self.exit(code)
+            return
+        if self.busy and self._turn_worker is not None:
+            self._turn_worker.cancel()
+        runner.flush_extraction()
+        if not runner.extraction_pending:
+            self.exit(code)
+            return
+        self.quitting = code
+        self._set_busy(self.busy)
+        text = Content.from_markup(
+            "💾 [b]Saving memories from this conversation before quitting…[/b]\n"
+            "   [$text-muted]ctrl+q again quits without waiting (what is not saved yet is lost)[/]"
+        )
+        await self.chat.chat_log.add_note(text, "warn")
+        self._drain_worker = self._drain_extraction(code)
+
+    @work(group="quit", exclusive=True, exit_on_error=False)
+    async def _drain_extraction(self, code: int) -> None:
+        runner = self.runner
+        finished = True
+        if runner is not None:
+            finished = await runner.drain_extraction()
+            if not finished:  # gave up: do not wait again when the service closes
+                with contextlib.suppress(Exception):
+                    await cancel_extraction(runner)
+        self.post_message(ExtractionDrained(code, finished=finished))
+
+    def on_extraction_drained(self, message: ExtractionDrained) -> None:
+        self.exit(message.code)
 
     # -- actions (keys, commands and the command palette) ------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in CHAT_ACTIONS and isinstance(self.screen, ModalScreen):
+            return False
+        if action in QUITTING_ACTIONS and self.quitting is not None:
             return False
         if action == "stop":
             return self.busy

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from memchat.agent.events import Event
     from memchat.agent.runner import Runner
     from memchat.engine import Entry
+    from memchat.engine.extraction import ExtractionEvent
 
 
 class RunnerReady(Message):
@@ -67,3 +68,23 @@ class MemoryChanged(Message):
         self.action = action
         self.memory_id = memory_id
         self.text = text
+
+
+class ExtractionProgress(Message):
+    """The background extractor started or finished a job (auto mode).
+
+    Posted by the runner's extraction listener: the app renders it."""
+
+    def __init__(self, event: ExtractionEvent) -> None:
+        super().__init__()
+        self.event = event
+
+
+class ExtractionDrained(Message):
+    """Quitting: the background extraction finished (``finished``) or gave up
+    after its time limit; the app can exit with ``code`` now."""
+
+    def __init__(self, code: int, *, finished: bool) -> None:
+        super().__init__()
+        self.code = code
+        self.finished = finished

@@ -66,6 +66,14 @@ async def close_default_runner(runner: Runner) -> None:
     await close_runner(runner)
 
 
+async def cancel_extraction(runner: Runner) -> None:
+    """Stop the background extraction now: a running job is cancelled, queued
+    ones are dropped (closing the service later then has nothing to wait for)."""
+    auto = getattr(runner.service, "auto", None) if runner.auto_extraction else None
+    if auto is not None:
+        await auto.close(0)
+
+
 def clipboard_problem(environ: Mapping[str, str] | None = None) -> str:
     """Why the terminal will ignore the OSC 52 copy sequence, or "" when it
     should work. Textual copies with OSC 52; it cannot tell if it worked."""

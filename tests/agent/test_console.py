@@ -119,13 +119,13 @@ def test_non_streaming_prints_the_same_transcript(tmp_path) -> None:
     ("args", "needle"),
     [
         (["--memory", "mongo"], "unknown memory backend 'mongo': choose one of"),
-        (["--memory", "chromadb"], "chromadb backend is not available"),
+        (["--memory", "chromadb"], "cannot reach the Chroma server at http://127.0.0.1:9"),
         (["--preload", "-5"], "preload must be -1"),
         (["--enable-tool", "memory_nuke"], "unknown tool 'memory_nuke'"),
     ],
 )
 def test_bad_flags_are_one_line_and_exit_code_2(args, needle) -> None:
-    result = run_memchat(["--plain", *args], "/exit\n", {})
+    result = run_memchat(["--plain", *args], "/exit\n", {"CHROMA_BASE_URL": "http://127.0.0.1:9"})
     assert result.returncode == 2
     assert needle in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
@@ -138,16 +138,22 @@ def test_an_unwritable_database_is_one_line_and_exit_code_2(tmp_path) -> None:
 
 
 def test_the_piped_example_from_the_issue_works(tmp_path) -> None:
-    result = run_memchat(["--plain"], "I like Go\n/new\nWhat do I like?\n/exit\n",
-                         {"SQLITE_MEMORY_DSN": str(tmp_path / "x.db")})
+    result = run_memchat(
+        ["--plain"],
+        "I like Go\n/new\nWhat do I like?\n/exit\n",
+        {"SQLITE_MEMORY_DSN": str(tmp_path / "x.db")},
+    )
     assert result.returncode == 0
     after_new = result.stdout.split("Started new memory session")[1]
     assert "User likes Go" in after_new
 
 
 def test_commands_help_stream_unknown_and_memory(tmp_path) -> None:
-    result = run_memchat(["--plain"], "I like tea\n/help\n/stream\n/bogus\n/memory\n/exit\n",
-                         {"SQLITE_MEMORY_DSN": str(tmp_path / "x.db")})
+    result = run_memchat(
+        ["--plain"],
+        "I like tea\n/help\n/stream\n/bogus\n/memory\n/exit\n",
+        {"SQLITE_MEMORY_DSN": str(tmp_path / "x.db")},
+    )
     out = result.stdout
     assert "🔁 Streaming: false" in out
     assert "Unknown command /bogus" in out

@@ -40,7 +40,10 @@ async def runner():
     [
         ("你好，我是张三，我喜欢 Go 语言编程", ["张三喜欢 Go 语言编程"]),
         ("I'm Zhang San and I like Go", ["User's name is Zhang San", "Zhang San likes Go"]),
-        ("I live in Berlin. My favorite color is blue", ["User lives in Berlin", "User's favorite color is blue"]),
+        (
+            "I live in Berlin. My favorite color is blue",
+            ["User lives in Berlin", "User's favorite color is blue"],
+        ),
         ("I love hiking and I work at ACME", ["User likes hiking", "User works at ACME"]),
         ("我住在北京", ["用户住在北京"]),
         ("我叫李雷", ["用户名叫李雷"]),
@@ -58,8 +61,12 @@ def test_programming_topics_match_the_seed_demo() -> None:
 
 async def test_the_seed_demo_remembers_and_recalls_across_sessions(runner) -> None:
     _, calls = await turn(runner, "你好，我是张三，我喜欢 Go 语言编程")
-    assert calls == [("memory_add", {"memory": "张三喜欢 Go 语言编程",
-                                     "topics": ["programming", "go", "interests", "technology"]})]
+    assert calls == [
+        (
+            "memory_add",
+            {"memory": "张三喜欢 Go 语言编程", "topics": ["programming", "go", "interests", "technology"]},
+        )
+    ]
     runner.new_session()
     text, calls = await turn(runner, "我喜欢什么?")
     assert calls == [("memory_search", {"query": "喜欢"})]
@@ -114,3 +121,13 @@ async def test_replies_stream_in_pieces_and_non_streaming_gives_one_piece(runner
     assert len(whole) == 2
     assert streamed[-1] == whole[-1]
     assert "".join(e.text for e in streamed[:-1]) == whole[0].text
+
+
+async def test_in_auto_mode_the_offline_model_says_memories_are_saved_in_the_background() -> None:
+    from memchat.agent.runner import AUTO_SYSTEM_PROMPT
+
+    svc = MemoryService(create("inmemory"), auto_mode=True)
+    runner = Runner(OfflineModel(), svc, system_prompt=AUTO_SYSTEM_PROMPT)
+    assert "memory_add" not in runner.tools
+    text, calls = await turn(runner, "I live in Berlin")
+    assert calls == [] and "background" in text

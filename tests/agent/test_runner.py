@@ -42,15 +42,26 @@ async def collect(runner: Runner, text: str) -> list:
 
 
 async def test_a_tool_round_then_an_answer(service) -> None:
-    model = ScriptedModel([
-        Step("Saving that.", [("c1", "memory_add", '{"memory": "User likes Go", "topics": ["go"]}')]),
-        Step("Done, remembered."),
-    ])
+    model = ScriptedModel(
+        [
+            Step("Saving that.", [("c1", "memory_add", '{"memory": "User likes Go", "topics": ["go"]}')]),
+            Step("Done, remembered."),
+        ]
+    )
     runner = Runner(model, service)
     events = await collect(runner, "I like Go")
     kinds = [type(e).__name__ for e in events]
-    assert kinds == ["TextDelta", "TextDelta", "ToolCallsRequested", "ToolExecuting", "ToolFinished",
-                     "TextDelta", "TextDelta", "TurnStats", "TurnDone"]
+    assert kinds == [
+        "TextDelta",
+        "TextDelta",
+        "ToolCallsRequested",
+        "ToolExecuting",
+        "ToolFinished",
+        "TextDelta",
+        "TextDelta",
+        "TurnStats",
+        "TurnDone",
+    ]
     finished = next(e for e in events if isinstance(e, ToolFinished))
     assert not finished.is_error and json.loads(finished.content)["message"] == "Memory added successfully"
     assert events[-1] == TurnDone("Saving that.Done, remembered.")
@@ -61,10 +72,18 @@ async def test_a_tool_round_then_an_answer(service) -> None:
 
 
 async def test_parallel_calls_run_and_report_in_order(service) -> None:
-    model = ScriptedModel([
-        Step("", [("a", "memory_add", '{"memory": "Likes tea"}'), ("b", "memory_add", '{"memory": "Likes jazz"}')]),
-        Step("ok"),
-    ])
+    model = ScriptedModel(
+        [
+            Step(
+                "",
+                [
+                    ("a", "memory_add", '{"memory": "Likes tea"}'),
+                    ("b", "memory_add", '{"memory": "Likes jazz"}'),
+                ],
+            ),
+            Step("ok"),
+        ]
+    )
     events = await collect(Runner(model, service), "tea and jazz")
     finished = [e.call.id for e in events if isinstance(e, ToolFinished)]
     executing = [e.call.id for e in events if isinstance(e, ToolExecuting)]
@@ -103,8 +122,9 @@ async def test_the_tool_round_limit_stops_an_endless_loop(service) -> None:
 
 
 async def test_a_model_error_ends_the_turn_and_the_next_turn_works(service) -> None:
-    model = ScriptedModel([Step("partial answer", error="server error 500 from api after 2 retries"),
-                           Step("second turn fine")])
+    model = ScriptedModel(
+        [Step("partial answer", error="server error 500 from api after 2 retries"), Step("second turn fine")]
+    )
     runner = Runner(model, service)
     events = await collect(runner, "first")
     assert TurnError("server error 500 from api after 2 retries") in events
@@ -185,7 +205,10 @@ async def test_stats_report_first_token_and_rate(service) -> None:
 def test_session_ids_are_unique_even_within_one_second() -> None:
     clock = SessionClock(now=lambda: 1765504743.2)
     assert [clock.new_id() for _ in range(3)] == [
-        "memory-session-1765504743", "memory-session-1765504744", "memory-session-1765504745"]
+        "memory-session-1765504743",
+        "memory-session-1765504744",
+        "memory-session-1765504745",
+    ]
 
 
 async def test_new_session_resets_history_but_keeps_memories(service) -> None:

@@ -31,8 +31,9 @@ async def run_turn(runner: Runner, text: str) -> list:
 
 
 def make_runner(server, *, streaming: bool, timeout: float = 10.0) -> Runner:
-    config = ModelConfig(model="test-model", api_key=SECRET, base_url=server.base_url, timeout=timeout,
-                         max_retries=2)
+    config = ModelConfig(
+        model="test-model", api_key=SECRET, base_url=server.base_url, timeout=timeout, max_retries=2
+    )
     model = OpenAIChatModel(config)
     model.retry_base_delay = 0.01
     return Runner(model, MemoryService(create("inmemory")), streaming=streaming)
@@ -41,8 +42,9 @@ def make_runner(server, *, streaming: bool, timeout: float = 10.0) -> Runner:
 @pytest.mark.parametrize("streaming", [True, False], ids=["streaming", "non-streaming"])
 async def test_add_then_search_round_trip(server, streaming) -> None:
     runner = make_runner(server, streaming=streaming)
-    server.reply_tool_calls([("call_1", "memory_add", '{"memory": "User likes Go", "topics": ["go"]}')],
-                            text="Saving. ")
+    server.reply_tool_calls(
+        [("call_1", "memory_add", '{"memory": "User likes Go", "topics": ["go"]}')], text="Saving. "
+    )
     server.reply_text("Noted, you like Go.", chunks=4)
     events = await run_turn(runner, "I like Go")
     assert events[-1] == TurnDone("Saving. Noted, you like Go.")
@@ -64,8 +66,10 @@ async def test_add_then_search_round_trip(server, streaming) -> None:
 
 async def test_two_parallel_calls(server) -> None:
     runner = make_runner(server, streaming=True)
-    server.reply_tool_calls([("a", "memory_add", '{"memory": "Likes tea"}'),
-                             ("b", "memory_add", '{"memory": "Likes jazz"}')], fragments=4)
+    server.reply_tool_calls(
+        [("a", "memory_add", '{"memory": "Likes tea"}'), ("b", "memory_add", '{"memory": "Likes jazz"}')],
+        fragments=4,
+    )
     server.reply_text("Both saved.")
     events = await run_turn(runner, "tea and jazz")
     assert [e.call.id for e in events if isinstance(e, ToolFinished)] == ["a", "b"]
@@ -117,10 +121,19 @@ async def test_a_timeout_is_reported_and_the_session_goes_on(server) -> None:
 def test_the_console_never_prints_the_key(server, tmp_path) -> None:
     server.reply_error(401, f"Incorrect API key provided: {SECRET}")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MEMCHAT_"))}
-    env |= {"OPENAI_API_KEY": SECRET, "OPENAI_BASE_URL": server.base_url,
-            "SQLITE_MEMORY_DSN": str(tmp_path / "m.db")}
-    result = subprocess.run([sys.executable, "-m", "memchat", "--plain", "--model", "test-model"],
-                            input="hello\n/exit\n", capture_output=True, text=True, timeout=60, env=env)
+    env |= {
+        "OPENAI_API_KEY": SECRET,
+        "OPENAI_BASE_URL": server.base_url,
+        "SQLITE_MEMORY_DSN": str(tmp_path / "m.db"),
+    }
+    result = subprocess.run(
+        [sys.executable, "-m", "memchat", "--plain", "--model", "test-model"],
+        input="hello\n/exit\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert result.returncode == 0
     assert "❌ Error:" in result.stdout and "OPENAI_API_KEY" in result.stdout
     assert "SECRET" not in result.stdout + result.stderr

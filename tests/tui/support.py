@@ -1,5 +1,8 @@
 """Building a MemchatApp for tests: an injected runner over inmemory (or
-sqlite) with the offline or a scripted model, fixed clocks and session ids."""
+sqlite) with the offline or a scripted model, fixed clocks and session ids.
+With ``extract=True`` in the settings the runner is in auto mode: the
+extractor the settings describe (offline: the rule-based one), or one the
+test passes as ``extractor``."""
 
 from __future__ import annotations
 
@@ -11,9 +14,11 @@ from typing import Any
 
 from backends import create
 from memchat.agent.events import ToolFinished, TurnStats
+from memchat.agent.factory import create_extractor
 from memchat.agent.offline import OfflineModel
 from memchat.agent.runner import Runner, SessionClock
 from memchat.engine import MemoryService
+from memchat.engine.extraction import AutoMemoryConfig
 from memchat.settings import Settings
 from memchat.tui.app import MemchatApp
 
@@ -61,17 +66,26 @@ def runner_factory(
     fixed_timings: bool = False,
     store_options: dict[str, Any] | None = None,
     opened: list[Runner] | None = None,
+    extractor: Callable[[Settings], Any] | None = None,
 ):
     """An async factory as MemchatApp accepts: the settings pick backend,
-    soft delete, tools and streaming; the model defaults to the offline one."""
+    soft delete, tools, streaming and auto mode; the model defaults to the
+    offline one, the extractor to the one the settings describe."""
 
     async def factory(settings: Settings) -> Runner:
+        auto: dict[str, Any] = {}
+        if settings.extract:
+            auto["extractor"] = (extractor or create_extractor)(settings)
+            auto["auto_memory"] = AutoMemoryConfig(
+                workers=settings.workers, queue_size=settings.queue_size, job_timeout=settings.job_timeout
+            )
         service = MemoryService(
             create(settings.memory, **(store_options or {})),
             soft_delete=settings.soft_delete,
             limit=settings.limit,
             tool_settings=settings.tool_settings(),
             clock=TickingClock(),
+            **auto,
         )
         await service.open()
         cls = FixedTimingRunner if fixed_timings else Runner

@@ -172,3 +172,18 @@ def test_stopped(snap_compare) -> None:
         await pilot.pause()
 
     assert snap_compare(_halting_app(), terminal_size=(100, 30), run_before=run_before)
+
+
+def test_auto_extraction(snap_compare) -> None:
+    """Auto mode: the banner's extraction line, the header's indicator, what
+    the background extraction added, and the panel that reloaded by itself."""
+
+    async def run_before(pilot) -> None:
+        app = await ready(pilot)
+        await pilot.press("ctrl+b")
+        await say(pilot, "I live in Berlin and I like jazz")
+        await wait_until(pilot, lambda: len(app.chat.memory_panel.memory_list.entries) == 2)
+        await wait_until(pilot, lambda: app.extracting == 0 and app.runner.extraction_pending == 0)
+        await pilot.pause()
+
+    assert snap_compare(make_app(make_settings(extract=True)), terminal_size=(120, 36), run_before=run_before)

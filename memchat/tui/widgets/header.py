@@ -1,4 +1,5 @@
-"""The one-line header: model, memory backend, session, streaming, user, status."""
+"""The one-line header: model, memory backend, session, streaming, user, status
+and, in auto mode, the background extraction ("🧩 auto" / "🧩 extracting…")."""
 
 from __future__ import annotations
 
@@ -17,15 +18,27 @@ class MemchatHeader(Widget):
     session: reactive[str] = reactive("")
     streaming: reactive[bool] = reactive(True)
     user: reactive[str] = reactive("")
-    #: connecting | ready | thinking | offline-backend
+    #: connecting | ready | thinking | down | saving
     status: reactive[str] = reactive("connecting")
+    #: Auto mode: memories are extracted in the background.
+    auto: reactive[bool] = reactive(False)
+    #: Background extraction jobs running now.
+    extracting: reactive[int] = reactive(0)
 
     STATUS: ClassVar[dict[str, tuple[str, str]]] = {
         "connecting": ("◌ connecting", "$warning"),
         "ready": ("● ready", "$success"),
         "thinking": ("● answering", "$accent"),
         "down": ("● backend down", "$error"),
+        "saving": ("◌ saving memories…", "$warning"),
     }
+
+    def _extraction(self) -> list[Content | str | tuple[str, str]]:
+        if self.extracting:
+            return ["  ", ("🧩 extracting…", "$warning")]
+        if self.auto:
+            return ["  ", ("🧩 auto", "$text-muted")]
+        return []
 
     def render(self) -> Content:
         """Labelled fields when they fit; bare values on narrow terminals."""
@@ -41,7 +54,7 @@ class MemchatHeader(Widget):
         full: list[Content | str | tuple[str, str]] = [("🧠 memchat", "bold")]
         for name, value in fields:
             full += ["  ", (name, "$text-muted"), " ", (value or "…", "bold")]
-        full += ["  ", (label, colour)]
+        full += ["  ", (label, colour), *self._extraction()]
         content = Content.assemble(*full)
         if content.cell_length <= width:
             return content
@@ -53,5 +66,5 @@ class MemchatHeader(Widget):
             elif name == "session":
                 shown = shown.removeprefix("memory-session-")
             compact += [(" · ", "$text-muted"), (shown, "bold" if name != "session" else "")]
-        compact += ["  ", (label, colour)]
+        compact += ["  ", (label, colour), *self._extraction()]
         return Content.assemble(*compact)

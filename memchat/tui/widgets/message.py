@@ -10,7 +10,7 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import Static
 
-from memchat.agent.events import TurnStats
+from memchat.agent.events import ExtractionFinished, TurnStats
 from memchat.agent.llm import ToolCall
 
 from ..format import stats_line
@@ -60,6 +60,60 @@ class Note(ChatMessage, Static):
 
     def transcript(self) -> str:
         return self.copy_text()
+
+
+class ExtractionNote(Note):
+    """What a background extraction changed (auto mode), or why it failed."""
+
+    #: Memories listed per kind of change; the rest are counted.
+    MAX_LISTED = 8
+
+    def __init__(self, event: ExtractionFinished) -> None:
+        super().__init__(extraction_content(event), "error" if not event.ok else "extraction")
+        self.event = event
+
+
+def extraction_content(event: ExtractionFinished) -> Content:
+    """``🧩 Background extraction: +2 added, 1 updated`` and the memories it
+    changed, one a line; or the failure (the messages are kept for the next try)."""
+    if event.ok:
+        notes = []
+        if event.skipped:
+            notes.append(f"{len(event.skipped)} invalid operation{'s' if len(event.skipped) != 1 else ''} "
+                         "skipped")  # fmt: skip
+        if event.errors:
+            notes.append(f"{len(event.errors)} failed")
+        headline = Content.from_markup("🧩 [b]Background extraction:[/b] $summary", summary=event.summary())
+        if notes:
+            headline = headline.append(Content.styled(f"  ({', '.join(notes)})", "$warning"))
+        lines = [headline]
+    else:
+        what = {"timeout": "timed out", "cancelled": "was cancelled"}.get(event.status, "failed")
+        reason = f": {event.errors[-1]}" if event.errors else ""
+        lines = [Content(f"🧩 Background extraction {what}{reason} (the messages are kept for the next try)")]
+    limit = ExtractionNote.MAX_LISTED
+
+    def listed(items: list[Content]) -> list[Content]:
+        if len(items) <= limit:
+            return items
+        return [*items[:limit], Content.styled(f"   … and {len(items) - limit} more", "$text-muted")]
+
+    def row(mark: str, style: str, text: str, after: str = "") -> Content:
+        return Content.assemble("   ", (mark, f"bold {style}"), " ", text, (after, "$text-muted"))
+
+    lines += listed([row("+", "$success", e.memory.text) for e in event.added])
+    lines += listed([
+        row("~", "$warning", after.memory.text,
+            f"  (was: {before.memory.text})" if before and before.memory.text != after.memory.text else "")
+        for before, after in event.updated
+    ])  # fmt: skip
+    lines += listed([row("-", "$error", e.memory.text) for e in event.deleted])
+    if event.cleared:
+        lines.append(row("-", "$error", f"{event.cleared} memories cleared"))
+    if event.ok:
+        lines += listed([row("!", "$error", error) for error in event.errors])
+        lines += listed([row("?", "$warning", skipped) for skipped in event.skipped])
+    return Content("\n").join(lines)
 
 
 class AssistantMessage(ChatMessage, Vertical):
