@@ -38,17 +38,14 @@ app.add_typer(memory_app, name="memory")
 def _backend_epilog() -> str:
     from .settings import BACKEND_VARIABLES
 
-    lines = ["Backend variables (environment or .env):"]
+    # "\b" keeps click from re-wrapping the block.
+    lines = ["\b", "Backend variables (environment, .env, or [env] in memchat.toml):"]
     for backend, names in BACKEND_VARIABLES.items():
         lines.append(f"  {backend}: {', '.join(names)}")
     lines.append("Model: OPENAI_API_KEY, OPENAI_BASE_URL, MEMCHAT_MODEL (or MODEL_NAME).")
-    lines.append("Defaults: MEMCHAT_MEMORY, MEMCHAT_USER, MEMCHAT_APP, MEMCHAT_PRELOAD, MEMCHAT_STREAMING.")
-    lines.append(
-        "Auto extraction: MEMCHAT_EXTRACT, MEMCHAT_EXTRACT_MODEL, MEMCHAT_EXTRACT_EVERY, "
-        "MEMCHAT_EXTRACT_INTERVAL, MEMCHAT_EXTRACT_WORKERS, MEMCHAT_EXTRACT_QUEUE_SIZE, "
-        "MEMCHAT_EXTRACT_JOB_TIMEOUT, MEMCHAT_EXPOSE_TOOLS, MEMCHAT_UPDATE_POLICY."
-    )
-    return "\n\n".join(lines)
+    lines.append("Defaults: MEMCHAT_MEMORY, MEMCHAT_USER, MEMCHAT_APP, MEMCHAT_PRELOAD, MEMCHAT_STREAMING,")
+    lines.append("  MEMCHAT_SOFT_DELETE, MEMCHAT_MEMORY_LIMIT, MEMCHAT_CONFIG (a memchat.toml).")
+    return "\n".join(lines)
 
 
 BackendOpt = Annotated[
@@ -113,7 +110,7 @@ def _run(settings: Any, action: Callable[[Any, Any], Awaitable[T]]) -> T:
         _fail(str(exc))
 
 
-@app.callback(invoke_without_command=True, epilog=None)
+@app.callback(invoke_without_command=True, epilog=_backend_epilog())
 def chat(
     ctx: typer.Context,
     memory: BackendOpt = None,

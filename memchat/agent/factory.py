@@ -126,7 +126,14 @@ def create_service(settings: Settings) -> MemoryService:
     if store_class(settings.memory).capabilities.vector_search:
         from memchat.engine.embedding import LocalEmbedder, create_embedder
 
-        embedder = create_embedder(env=settings.env)
+        # The reference's per-backend variable (e.g. PGVECTOR_EMBEDDER_MODEL) names a
+        # remote embedding model for that backend; OPENAI_EMBEDDING_MODEL for all.
+        prefix = {"chromadb": "CHROMA"}.get(settings.memory, settings.memory.upper())
+        backend_model = settings.env.get(f"{prefix}_EMBEDDER_MODEL", "").strip()
+        if backend_model:
+            embedder = create_embedder("openai", env=settings.env, model=backend_model)
+        else:
+            embedder = create_embedder(env=settings.env)
         if not isinstance(embedder, LocalEmbedder):
             # A remote embedder (OPENAI_EMBEDDING_MODEL) fixes the index dimension.
             store_options["dimension"] = embedder.dimension
