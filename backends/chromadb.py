@@ -229,6 +229,10 @@ class _ChromaTransaction:
 # -- the store --------------------------------------------------------------------
 
 
+#: How many more neighbours than asked for an approximate (HNSW) search fetches.
+OVERFETCH = 4
+
+
 class ChromaStore:
     name = "chromadb"
     capabilities = Capabilities(vector_search=True, persistent=True)
@@ -631,17 +635,42 @@ class ChromaStore:
             return []
         query = self._check_vector(vector)
         collection = await self._ready()
+        # Chroma's filtered HNSW search is approximate: ask for more than k and
+        # keep the k nearest, and if it still returns fewer than the user has,
+        # rank the user's vectors exactly instead.
         found = await self._call(
             "searching",
             collection.query,
             query_embeddings=[query],
-            n_results=k,
+            n_results=max(k * OVERFETCH, k),
             where=self._where(key, active=True, embedded=True),
             include=["documents", "metadatas", "distances"],
         )
         rows = zip(found["documents"][0], found["metadatas"][0], found["distances"][0], strict=True)
         entries = [self._entry(document, meta).with_score(1.0 - float(d)) for document, meta, d in rows]
-        return sorted(entries, key=lambda e: (-e.score, e.id))
+        if len(entries) < k and len(entries) < await self.count(key):
+            entries = await self._exact_candidates(collection, key, query)
+        return sorted(entries, key=lambda e: (-e.score, e.id))[:k]
+
+    async def _exact_candidates(self, collection: Any, key: UserKey, query: Sequence[float]) -> list[Entry]:
+        import numpy as np
+
+        records = await self._call(
+            "searching",
+            collection.get,
+            where=self._where(key, active=True, embedded=True),
+            include=["documents", "metadatas", "embeddings"],
+        )
+        if not records["ids"]:
+            return []
+        matrix = np.asarray(records["embeddings"], dtype=np.float32)
+        q = np.asarray(query, dtype=np.float32)
+        norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(q) or 1.0)
+        scores = (matrix @ q) / np.where(norms == 0, 1.0, norms)
+        return [
+            self._entry(document, meta).with_score(float(score))
+            for document, meta, score in zip(records["documents"], records["metadatas"], scores, strict=True)
+        ]
 
     # -- writes ------------------------------------------------------------
 

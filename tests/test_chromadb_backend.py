@@ -377,3 +377,29 @@ async def test_a_server_that_never_answers_is_a_bounded_clear_error(monkeypatch)
         store = create("chromadb", url=f"http://127.0.0.1:{port}", env={})
         with pytest.raises(BackendError, match="did not answer in time"):
             await asyncio.wait_for(store.open(), 10)
+
+
+async def test_when_the_approximate_search_comes_back_short_the_user_is_ranked_exactly(make_store) -> None:
+    store = await make_store()
+    key = UserKey("app", "exact")
+    await contract.put_all(
+        store,
+        key,
+        [(contract.entry(key, f"m{i}", f"mine {i}", i), contract.vec(0.2, 1, 0, i)) for i in range(4)],
+    )
+    collection = await store._ready()
+    real_query = collection.query
+
+    def starved_query(**kwargs: Any) -> Any:  # what a filtered HNSW search can return under load
+        found = real_query(**kwargs)
+        return {name: [values[0][:1]] if values else values for name, values in found.items()}
+
+    collection.query = starved_query
+    try:
+        found = await store.vector_candidates(key, contract.vec(1), 3)
+    finally:
+        collection.query = real_query
+    assert contract.ids(found) == ["m0", "m1", "m2"]
+    assert found[0].score == pytest.approx(
+        contract.cosine(contract.vec(0.2, 1, 0, 0), contract.vec(1)), abs=1e-5
+    )
