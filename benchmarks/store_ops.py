@@ -226,7 +226,7 @@ async def main() -> None:
     vector_rows_ = [r for r in rows if "hybrid" in r]
     if vector_rows_:
         print("\nVector stores: search p50 / p95 in ms. 'with embedding': each sample a new query, embedded")
-        print("in the search (and hybrid re-ranks its best 20 with token vectors, cached per memory text);")
+        print("in the search (and hybrid re-ranks its best 50 with token vectors, cached per memory text);")
         print("'model cached': the same hybrid searches again, every model output already cached.\n")
         print("| backend | N | semantic (with embedding) | hybrid (with embedding) | hybrid (model cached) |")
         print("|---|---|---|---|---|")

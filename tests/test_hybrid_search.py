@@ -217,3 +217,47 @@ async def test_the_search_tool_shows_the_fused_0_to_1_score(svc: MemoryService) 
     assert results[0]["memory"] == "User is allergic to cats"
     assert all(0.0 <= r["score"] <= 1.0 for r in results)
     assert results[0]["score"] > 0.3  # a relevance, not an RRF sum of ~0.03
+
+
+# -- the same-moment lift and rare-piece weighting (recall 0.680 → 0.704) -------------
+
+
+def _moment_entry(i: int, text: str, when: datetime | None = None) -> Entry:
+    at = datetime(2024, 1, 1, tzinfo=UTC) + timedelta(seconds=i)
+    return Entry(f"m{i}", "a", "u", Memory(text, event_time=when), at, at)
+
+
+def test_a_memory_of_the_same_moment_as_a_top_hit_is_lifted_but_never_past_it() -> None:
+    day = datetime(2023, 5, 1, tzinfo=UTC)
+    a = _moment_entry(1, "Nate attended a game convention", day)
+    b = _moment_entry(2, "Nate plays Catan", day)
+    c = _moment_entry(3, "Nate plays chess", datetime(2023, 6, 1, tzinfo=UTC))
+    ranking = S.HybridRanking(
+        [a, b, c],
+        [a.with_score(0.9), b.with_score(0.3), c.with_score(0.3)],
+        "convention",
+        dense_complete=True,
+    )
+    scores = {r.id: r.score for r in ranking.results(SearchOptions())}
+    assert scores["m2"] > scores["m3"]
+    lifted = ranking.score("m2") + S.HYBRID_EPISODE_WEIGHT * (ranking.score("m1") - ranking.score("m2"))
+    assert scores["m2"] == pytest.approx(lifted)
+    assert scores["m1"] == ranking.score("m1") >= scores["m2"]
+    assert all(0 <= v <= 1 for v in scores.values())
+    # Filtered out, the top hit lifts nothing.
+    assert {r.id: r.score for r in ranking.results(SearchOptions(kind="episode"))} == {}
+
+
+def test_query_pieces_every_candidate_matches_count_less() -> None:
+    import numpy as np
+
+    query = np.array([[1.0, 0.0], [0.0, 1.0]])
+    sims = {
+        "m1": S.token_similarity(query, np.array([[1.0, 0.0]])),
+        "m2": S.token_similarity(query, np.array([[0.0, 1.0], [0.6, 0.8]])),
+        "m3": S.token_similarity(query, np.array([[1.0, 0.0], [0.0, 0.0]])),
+    }
+    weighted = S._weighted_piece_means(sims)
+    assert weighted["m2"] > weighted["m1"]  # m2 matches the piece few candidates match
+    assert all(0 <= v <= 1 for v in weighted.values())
+    assert S._weighted_piece_means({"x": 0.5}) == {"x": 0.5}

@@ -897,8 +897,16 @@ def rrf_fuse(ranked_lists: Sequence[Sequence[Entry]], k: int = DEFAULT_RRF_K) ->
 # * ``token_similarity`` (late interaction) re-ranks the best ``rerank_depth``
 #   candidates when the embedder can give per-token vectors (the offline
 #   MiniLM can): the mean over the query's content word pieces of their best
-#   cosine with any word piece of the memory. Without it its weight goes to
-#   the cosine.
+#   cosine with any word piece of the memory — each piece weighted by how
+#   rarely the re-ranked candidates match it, ``(1 − mean best cosine)²``, so
+#   pieces every candidate matches (the speaker's name, "did") count little.
+#   Without per-token vectors its weight goes to the cosine.
+#
+# Episode neighbourhood: memories with the same ``event_time`` as one of the
+# ``HYBRID_EPISODE_SEEDS`` best candidates (stored metadata: things recorded
+# for one moment, e.g. one conversation session) move ``HYBRID_EPISODE_WEIGHT``
+# of the way up to that seed's score: ``s + w · max(seed − s, 0)``, never
+# past the seed, so the score stays in [0, 1].
 #
 # Query-side adjustments: the dense and token weights are scaled by the share
 # of the query that is not CJK (MiniLM has no useful CJK vocabulary; the
@@ -917,7 +925,13 @@ HYBRID_TIME_WEIGHT = 0.1
 #: Dense candidates asked of the store (at least; more for large limits).
 HYBRID_DENSE_DEPTH = 100
 #: How many of the best candidates are re-ranked with token similarity.
-HYBRID_RERANK_DEPTH = 20
+HYBRID_RERANK_DEPTH = 50
+#: Exponent of a query piece's weight ``1 − mean best cosine`` over the re-ranked candidates.
+HYBRID_PIECE_WEIGHT_POWER = 2.0
+#: Share of the way a memory moves up to the best candidate sharing its event_time.
+HYBRID_EPISODE_WEIGHT = 0.3
+#: How many of the best candidates lift the memories of their episode.
+HYBRID_EPISODE_SEEDS = 3
 
 
 class _StemmedView:
@@ -1141,17 +1155,50 @@ class HybridRanking:
         return chosen + others
 
     def set_token_similarities(self, similarities: dict[str, float]) -> None:
+        """Token similarities of re-ranked candidates. Values from :func:`token_similarity`
+        carry each query piece's best cosine: given together, the pieces are
+        re-weighted by how rarely these candidates match them."""
+        similarities = _weighted_piece_means(similarities)
         for memory_id, value in similarities.items():
             if memory_id in self.entries:
                 self.tokens[memory_id] = min(max(float(value), 0.0), 1.0)
                 self._scores[memory_id] = self._compute(memory_id)
 
+    def _episode_lift(self, candidates: list[_Pair], options: SearchOptions) -> list[_Pair]:
+        """Lift the memories sharing an event_time with one of the best candidates."""
+        weight, seeds = HYBRID_EPISODE_WEIGHT, HYBRID_EPISODE_SEEDS
+        if weight <= 0 or seeds <= 0 or len(candidates) < 2:
+            return candidates
+        seed_options = replace(options, kind="") if options.kind and options.kind_fallback else options
+        best: dict[datetime, float] = {}
+        taken = 0
+        for score, entry in sorted(candidates, key=itemgetter(0), reverse=True):
+            if taken >= seeds:
+                break
+            if not matches_filters(entry, seed_options):
+                continue
+            taken += 1
+            if entry.memory.event_time is not None:
+                when = utc(entry.memory.event_time)
+                best[when] = max(best.get(when, 0.0), score)
+        if not best:
+            return candidates
+        lifted: list[_Pair] = []
+        for score, entry in candidates:
+            seed = best.get(utc(entry.memory.event_time)) if entry.memory.event_time is not None else None
+            if seed is not None and seed > score:
+                score = min(score + weight * (seed - score), 1.0)
+            lifted.append((score, entry))
+        return lifted
+
     def results(self, options: SearchOptions, *, default_max: int = DEFAULT_MAX_RESULTS) -> list[Entry]:
-        """Filters, kind fallback, order, dedup and truncation as in :func:`keyword_search`.
-        ``options.similarity_threshold`` (if > 0) applies to the fused score."""
+        """Filters, kind fallback, order, dedup and truncation as in :func:`keyword_search`,
+        after the episode lift. ``options.similarity_threshold`` (if > 0) applies to the
+        final score."""
         limit = options.max_results if options.max_results > 0 else default_max
         threshold = options.similarity_threshold
         candidates = [(score, self.entries[i]) for i, score in self._scores.items()]
+        candidates = self._episode_lift(candidates, options)
         if threshold > 0:
             candidates = [p for p in candidates if p[0] >= threshold]
         return _finish(candidates, options, limit)
@@ -1203,8 +1250,37 @@ def dense_results(
     return _finish(candidates, options, limit)
 
 
+class TokenMatch(float):
+    """A token similarity (the plain mean) that also keeps each query piece's best cosine."""
+
+    best: Any
+
+    def __new__(cls, value: float, best: Any) -> TokenMatch:
+        match = super().__new__(cls, value)
+        match.best = best
+        return match
+
+
 def token_similarity(query_tokens: Any, memory_tokens: Any) -> float:
-    """Late interaction: mean over query pieces of the best cosine with a memory piece."""
+    """Late interaction: mean over query pieces of the best cosine with a memory piece
+    (a :class:`TokenMatch`, which :meth:`HybridRanking.set_token_similarities` re-weights)."""
     if query_tokens is None or memory_tokens is None or not len(query_tokens) or not len(memory_tokens):
         return 0.0
-    return float((query_tokens @ memory_tokens.T).max(axis=1).mean())
+    best = (query_tokens @ memory_tokens.T).max(axis=1)
+    return TokenMatch(float(best.mean()), best)
+
+
+def _weighted_piece_means(similarities: dict[str, float]) -> dict[str, float]:
+    """Re-weight the query pieces of :class:`TokenMatch` values given together:
+    weight ``(1 − mean best cosine over the candidates)^p``, normalised to sum 1."""
+    matches = [v for v in similarities.values() if isinstance(v, TokenMatch)]
+    if len(matches) < 2 or len(matches) != len(similarities) or HYBRID_PIECE_WEIGHT_POWER <= 0:
+        return similarities
+    import numpy as np
+
+    if len({len(m.best) for m in matches}) != 1:
+        return similarities
+    best = np.stack([np.asarray(m.best, dtype=np.float64) for m in matches])
+    weights = np.clip(1.0 - best.mean(axis=0), 1e-3, None) ** HYBRID_PIECE_WEIGHT_POWER
+    weights /= weights.sum()
+    return {memory_id: float(m.best @ weights) for memory_id, m in zip(similarities, matches, strict=True)}
