@@ -20,8 +20,10 @@ class _BufferedTransaction:
     """Reads see the section's own writes; nothing reaches the store unless
     the whole section succeeds, so a failed update changes nothing."""
 
-    def __init__(self, rows: dict[str, Entry]) -> None:
+    def __init__(self, rows: dict[str, Entry], active: int) -> None:
         self._rows = rows
+        #: Active rows before this section (kept by the store, so counting is O(writes)).
+        self._active = active
         self._writes: dict[str, Entry | None] = {}
 
     def _current(self, memory_id: str) -> Entry | None:
@@ -39,8 +41,13 @@ class _BufferedTransaction:
         self._writes[memory_id] = None
 
     async def count_active(self) -> int:
-        ids = set(self._rows) | set(self._writes)
-        return sum(1 for i in ids if (e := self._current(i)) is not None and not e.is_deleted)
+        return self._active + self.active_delta()
+
+    def active_delta(self) -> int:
+        def alive(entry: Entry | None) -> int:
+            return int(entry is not None and not entry.is_deleted)
+
+        return sum(alive(new) - alive(self._rows.get(i)) for i, new in self._writes.items())
 
     def commit(self) -> None:
         for memory_id, entry in self._writes.items():
@@ -58,6 +65,7 @@ class InMemoryStore:
         # ``env`` is accepted like every store's, and unused: nothing to configure.
         self._users: dict[UserKey, dict[str, Entry]] = {}
         self._locks: dict[UserKey, asyncio.Lock] = {}
+        self._active: dict[UserKey, int] = {}
 
     async def open(self) -> None:
         return None
@@ -71,8 +79,9 @@ class InMemoryStore:
     async def atomic(self, key: UserKey, work: Callable[[_BufferedTransaction], Awaitable[T]]) -> T:
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
-            tx = _BufferedTransaction(self._users.get(key, {}))
+            tx = _BufferedTransaction(self._users.get(key, {}), self._active.get(key, 0))
             result = await work(tx)
+            self._active[key] = tx._active + tx.active_delta()
             tx.commit()
             if tx._rows:
                 self._users[key] = tx._rows
@@ -89,7 +98,9 @@ class InMemoryStore:
         return entries[:limit] if limit > 0 else entries
 
     async def count(self, key: UserKey, *, include_deleted: bool = False) -> int:
-        return sum(1 for e in self._users.get(key, {}).values() if include_deleted or not e.is_deleted)
+        if not include_deleted:
+            return self._active.get(key, 0)
+        return len(self._users.get(key, {}))
 
     async def clear(self, key: UserKey, *, deleted_at: datetime | None) -> int:
         async def work(tx: _BufferedTransaction) -> int:
