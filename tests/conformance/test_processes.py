@@ -18,7 +18,7 @@ from memchat.engine import MemoryNotFoundError, MemoryService, UserKey
 from .harness import HARNESSES, multi_process_names
 
 KEY = UserKey("test-app", "shared-user")
-WRITES_PER_PROCESS = 150
+WRITES_PER_PROCESS = 300  # per process, as the issue asks: 600 writes in all
 
 
 def _writer(spec: tuple[str, dict[str, Any]], worker: int, start: mp.Event) -> None:
