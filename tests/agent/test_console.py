@@ -95,6 +95,30 @@ def test_seed_demo_transcript_on_sqlite(tmp_path) -> None:
     assert normalise(result.stdout).splitlines() == expected.splitlines()
 
 
+def test_seed_demo_transcript_on_redis() -> None:
+    import uuid
+
+    from tests.conformance.harness import _redis_reachable
+    from tests.support import require
+
+    url = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
+    require(_redis_reachable(url), f"Redis is not reachable at {url}: start it or set REDIS_URL")
+    prefix = f"memchat-test:{uuid.uuid4().hex}:"
+    env = {"REDIS_URL": url, "REDIS_KEY_PREFIX": prefix}
+    try:
+        result = run_memchat(["--plain", "--memory", "redis"], DEMO_INPUT, env)
+        assert result.returncode == 0, result.stderr
+        expected = EXPECTED.format(backend="redis", describe=f"redis ({url}, key prefix {prefix!r})")
+        assert normalise(result.stdout).splitlines() == expected.splitlines()
+    finally:
+        import redis
+
+        with redis.Redis.from_url(url) as client:
+            keys = list(client.scan_iter(match=f"{prefix}*"))
+            if keys:
+                client.delete(*keys)
+
+
 def test_memories_survive_a_restart_on_the_default_backend(tmp_path) -> None:
     env = {"XDG_DATA_HOME": str(tmp_path)}
     run_memchat(["--plain"], "I live in Berlin\n/exit\n", env)
