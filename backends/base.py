@@ -10,7 +10,7 @@ WATCH/MULTI, or a lock, whatever the backend has.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, TypeVar, runtime_checkable
@@ -94,6 +94,25 @@ class Store(Protocol):
     async def keyword_candidates(self, key: UserKey, query: str) -> list[Entry]:
         """Active entries that keyword search should score. The engine computes
         IDF over this set, so a store without a full-text index returns them all."""
+
+
+#: The offline embedder's (all-MiniLM-L6-v2) dimension: every vector store's default.
+DEFAULT_VECTOR_DIMENSION = 384
+
+
+def resolve_dimension(dimension: int | None, env: Mapping[str, str], variable: str) -> int:
+    """The index dimension: the argument, else ``env[variable]``, else 384."""
+    from memchat.engine.model import ConfigError
+
+    if dimension is None and env.get(variable):
+        try:
+            dimension = int(env[variable])
+        except ValueError:
+            raise ConfigError(f"{variable} must be a whole number such as 384") from None
+    dimension = DEFAULT_VECTOR_DIMENSION if dimension is None else int(dimension)
+    if dimension <= 0:
+        raise ConfigError("the vector dimension must be a positive number such as 384")
+    return dimension
 
 
 @runtime_checkable

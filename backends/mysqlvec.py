@@ -35,10 +35,9 @@ import numpy  # noqa: F401  (imported now so a missing extra names its pip insta
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from memchat.engine.embedding import DEFAULT_DIMENSION
-from memchat.engine.model import BackendError, ConfigError, Entry, UserKey
+from memchat.engine.model import BackendError, Entry, UserKey
 
-from .base import Capabilities
+from .base import Capabilities, resolve_dimension
 from .mysql import MySQLStore, lock_table_name, parse_dsn
 
 T = TypeVar("T")
@@ -96,18 +95,6 @@ class _Float32Blob(sa.types.UserDefinedType):
         return process
 
 
-def _resolve_dimension(dimension: int | None, env: Mapping[str, str]) -> int:
-    if dimension is None and env.get(ENV_DIMENSION):
-        try:
-            dimension = int(env[ENV_DIMENSION])
-        except ValueError:
-            raise ConfigError(f"{ENV_DIMENSION} must be a whole number such as 384") from None
-    dimension = DEFAULT_DIMENSION if dimension is None else int(dimension)
-    if dimension <= 0:
-        raise ConfigError("the vector dimension must be a positive number such as 384")
-    return dimension
-
-
 class _VecTransaction:
     def __init__(self, store: MySQLVecStore, inner: Any) -> None:
         self._store, self._inner = store, inner
@@ -154,7 +141,7 @@ class MySQLVecStore(MySQLStore):
         **engine_options: Any,
     ) -> None:
         env = os.environ if env is None else env
-        self.dimension = _resolve_dimension(dimension, env)
+        self.dimension = resolve_dimension(dimension, env, ENV_DIMENSION)
         super().__init__(dsn, table=table, env=env, **engine_options)
         #: None: detect at connect; False: always BLOB + numpy; True: require the native type.
         self._want_native = native

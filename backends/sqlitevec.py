@@ -37,10 +37,9 @@ import sqlite_vec  # noqa: F401
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 from sqlalchemy.pool import StaticPool
 
-from memchat.engine.embedding import DEFAULT_DIMENSION
 from memchat.engine.model import BackendError, ConfigError, Entry, UserKey
 
-from .base import Capabilities
+from .base import Capabilities, resolve_dimension
 from .sql import SQLStore, short_identifier
 from .sqlite import BUSY_TIMEOUT_MS, SQLiteStore, _install_transaction_control, default_path, parse_dsn
 
@@ -115,18 +114,6 @@ def _dbapi(sqlite_module: Any) -> Any:
     return AsyncAdapt_aiosqlite_dbapi(shim, sqlite_module)  # type: ignore[arg-type]
 
 
-def _resolve_dimension(dimension: int | None, env: Mapping[str, str]) -> int:
-    if dimension is None and env.get(ENV_DIMENSION):
-        try:
-            dimension = int(env[ENV_DIMENSION])
-        except ValueError:
-            raise ConfigError(f"{ENV_DIMENSION} must be a whole number such as 384") from None
-    dimension = DEFAULT_DIMENSION if dimension is None else int(dimension)
-    if dimension <= 0:
-        raise ConfigError("the vector dimension must be a positive number such as 384")
-    return dimension
-
-
 def _blob(vector: Sequence[float]) -> bytes:
     import numpy as np
 
@@ -190,7 +177,7 @@ class SQLiteVecStore(SQLiteStore):
         **engine_options: Any,
     ) -> None:
         env = os.environ if env is None else env
-        self.dimension = _resolve_dimension(dimension, env)
+        self.dimension = resolve_dimension(dimension, env, ENV_DIMENSION)
         dsn = dsn or env.get(ENV_DSN) or ""
         if dsn:
             path = parse_dsn(dsn)

@@ -824,33 +824,7 @@ def keyword_search(
     else:
         candidates = [(s, e) for s, e in zip(scores, entries, strict=True) if s > 0]
 
-    order = options.order_by_event_time
-    filtered = _filter_pairs(candidates, options)
-
-    if options.kind and options.kind_fallback and len(filtered) < MIN_KIND_FALLBACK_RESULTS:
-        # §4.1 step 6: merge with an unfiltered-by-kind search, preferred kind first.
-        primary = _sort_pairs(filtered, order)
-        seen = {p[1].id for p in primary}
-        unfiltered = _filter_pairs(candidates, replace(options, kind="", kind_fallback=False))
-        rest = [p for p in unfiltered if p[1].id not in seen]
-        room = limit - len(primary) if limit > 0 else 0
-        same_kind = [p for p in rest if _effective_kind(p[1]) == options.kind]
-        other = [p for p in rest if _effective_kind(p[1]) != options.kind]
-        results = primary
-        if limit <= 0 or room > 0:
-            results += _take_sorted(same_kind, order, room)
-            if limit <= 0 or len(results) < limit:
-                results += _take_sorted(other, order, limit - len(results) if limit > 0 else 0)
-        if options.deduplicate and len(results) > 1:
-            results = _dedup_pairs(results)
-    elif options.deduplicate:
-        results = _dedup_sorted(_take_sorted(filtered, order, 0), limit)
-    else:
-        results = list(_take_sorted(filtered, order, limit))
-
-    if limit > 0:
-        del results[limit:]
-    return [entry.with_score(score) for score, entry in results]
+    return _finish(candidates, options, limit)
 
 
 def rrf_fuse(ranked_lists: Sequence[Sequence[Entry]], k: int = DEFAULT_RRF_K) -> list[Entry]:
