@@ -638,17 +638,19 @@ class ChromaStore:
         # Chroma's filtered HNSW search is approximate: ask for more than k and
         # keep the k nearest, and if it still returns fewer than the user has,
         # rank the user's vectors exactly instead.
+        wanted = max(k * OVERFETCH, k)
         found = await self._call(
             "searching",
             collection.query,
             query_embeddings=[query],
-            n_results=max(k * OVERFETCH, k),
+            n_results=wanted,
             where=self._where(key, active=True, embedded=True),
             include=["documents", "metadatas", "distances"],
         )
         rows = zip(found["documents"][0], found["metadatas"][0], found["distances"][0], strict=True)
         entries = [self._entry(document, meta).with_score(1.0 - float(d)) for document, meta, d in rows]
-        if len(entries) < k and len(entries) < await self.count(key):
+        # Fewer than asked for while the user has more: the filter starved the search.
+        if len(entries) < wanted and len(entries) < await self.count(key):
             entries = await self._exact_candidates(collection, key, query)
         return sorted(entries, key=lambda e: (-e.score, e.id))[:k]
 
