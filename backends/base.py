@@ -10,6 +10,7 @@ WATCH/MULTI, or a lock, whatever the backend has.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -113,6 +114,22 @@ def resolve_dimension(dimension: int | None, env: Mapping[str, str], variable: s
     if dimension <= 0:
         raise ConfigError("the vector dimension must be a positive number such as 384")
     return dimension
+
+
+def checked_vector(vector: Sequence[float], dimension: int) -> list[float]:
+    """``vector`` as floats, or a BackendError if it has the wrong dimension
+    or NaN/infinite values (which would poison every later search)."""
+    from memchat.engine.model import BackendError
+
+    values = [float(x) for x in vector]
+    if len(values) != dimension:
+        raise BackendError(
+            f"embedding dimension mismatch: expected {dimension}, got {len(values)}: "
+            f"use an embedder with {dimension} dimensions or configure the store for {len(values)}"
+        )
+    if not all(math.isfinite(x) for x in values):
+        raise BackendError("the embedder returned a vector with NaN or infinite values; nothing was stored")
+    return values
 
 
 @runtime_checkable

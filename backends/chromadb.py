@@ -35,7 +35,6 @@ import asyncio
 import contextlib
 import hashlib
 import ipaddress
-import math
 import os
 import re
 import threading
@@ -61,7 +60,7 @@ from memchat.engine.model import (
     to_micros,
 )
 
-from .base import Capabilities
+from .base import Capabilities, checked_vector
 
 T = TypeVar("T")
 
@@ -558,17 +557,7 @@ class ChromaStore:
         )
 
     def _check_vector(self, vector: Sequence[float]) -> list[float]:
-        values = [float(x) for x in vector]
-        if len(values) != self.dimension:
-            raise BackendError(
-                f"embedding dimension mismatch: expected {self.dimension}, got {len(values)}: "
-                f"use an embedder with {self.dimension} dimensions or configure the store for {len(values)}"
-            )
-        if not all(math.isfinite(x) for x in values):
-            raise BackendError(
-                "the embedder returned a vector with NaN or infinite values; nothing was stored"
-            )
-        return values
+        return checked_vector(vector, self.dimension)
 
     def _placeholder(self) -> list[float]:
         """Stored for a memory written without an embedding (``has_embedding``

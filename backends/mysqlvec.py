@@ -242,29 +242,6 @@ class MySQLVecStore(MySQLStore):
 
         return np.asarray(vector, dtype="<f4").tobytes()
 
-    def _columns(self) -> list[sa.Column[Any]]:
-        """Every column but the embedding: reads never carry the vectors."""
-        return [c for c in self.table.c if c.name != "embedding"]
-
-    async def _get(self, conn: AsyncConnection, key: UserKey, memory_id: str) -> Entry | None:
-        t = self.table
-        stmt = sa.select(*self._columns()).where(self._scope(key), t.c.memory_id == memory_id)
-        row = (await conn.execute(stmt)).first()
-        return self._entry(row) if row is not None else None
-
-    async def list(self, key: UserKey, *, limit: int = 0, include_deleted: bool = False) -> list[Entry]:
-        t = self.table
-        stmt = self._newest_first(sa.select(*self._columns()).where(self._scope(key)))
-        if not include_deleted:
-            stmt = stmt.where(t.c.deleted_at.is_(None))
-        if limit > 0:
-            stmt = stmt.limit(limit)
-
-        async def fetch(conn: AsyncConnection) -> list[Entry]:
-            return [self._entry(r) for r in (await conn.execute(stmt)).all()]
-
-        return await self._read("reading", fetch)
-
     def describe(self) -> str:
         return f"{self.name} ({self.location}, {self.dimension}-dimensional vectors)"
 
@@ -362,7 +339,7 @@ class MySQLVecStore(MySQLStore):
         t = self.table
         ids = list(scores)
         found: dict[str, Entry] = {}
-        columns = self._columns()
+        columns = self._row_columns()
         for start in range(0, len(ids), 500):
             stmt = sa.select(*columns).where(
                 self._scope(key), t.c.deleted_at.is_(None), t.c.memory_id.in_(ids[start : start + 500])

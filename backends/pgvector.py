@@ -22,7 +22,6 @@ without one has a NULL embedding and is simply not a vector candidate.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -34,7 +33,7 @@ from sqlalchemy.types import UserDefinedType
 
 from memchat.engine.model import BackendError, ConfigError, Entry, UserKey
 
-from .base import Capabilities
+from .base import Capabilities, checked_vector
 from .postgres import (
     INSUFFICIENT_PRIVILEGE,
     PostgresStore,
@@ -177,8 +176,6 @@ class PgVectorStore(PostgresStore):
                 postgresql_with={"m": hnsw_m, "ef_construction": hnsw_ef_construction},
                 postgresql_ops={"embedding": "vector_cosine_ops"},
             )
-        #: Every column but the embedding: reads never ship vectors back.
-        self._columns = [c for c in t.c if c.name != "embedding"]
         #: pgvector's version on the server, read at open.
         self.extension_version = ""
 
@@ -257,41 +254,10 @@ class PgVectorStore(PostgresStore):
     # -- writes ----------------------------------------------------------
 
     def _check_vector(self, vector: Sequence[float]) -> list[float]:
-        values = [float(x) for x in vector]
-        if len(values) != self.dimension:
-            raise BackendError(
-                f"embedding dimension mismatch: expected {self.dimension}, got {len(values)}: "
-                f"use an embedder with {self.dimension} dimensions or configure the store for {len(values)}"
-            )
-        if not all(math.isfinite(x) for x in values):
-            raise BackendError(
-                "the embedder returned a vector with NaN or infinite values; nothing was stored"
-            )
-        return values
+        return checked_vector(vector, self.dimension)
 
     async def atomic(self, key: UserKey, work: Callable[[Any], Awaitable[T]]) -> T:
         return await super().atomic(key, lambda tx: work(_VectorTransaction(self, tx)))
-
-    # -- reads (never select the embedding) ------------------------------
-
-    async def _get(self, conn: AsyncConnection, key: UserKey, memory_id: str) -> Entry | None:
-        t = self.table
-        stmt = sa.select(*self._columns).where(self._scope(key), t.c.memory_id == memory_id)
-        row = (await conn.execute(stmt)).first()
-        return self._entry(row) if row is not None else None
-
-    async def list(self, key: UserKey, *, limit: int = 0, include_deleted: bool = False) -> list[Entry]:
-        t = self.table
-        stmt = self._newest_first(sa.select(*self._columns).where(self._scope(key)))
-        if not include_deleted:
-            stmt = stmt.where(t.c.deleted_at.is_(None))
-        if limit > 0:
-            stmt = stmt.limit(limit)
-
-        async def fetch(conn: AsyncConnection) -> list[Entry]:
-            return [self._entry(r) for r in (await conn.execute(stmt)).all()]
-
-        return await self._read("reading", fetch)
 
     async def vector_candidates(self, key: UserKey, vector: Sequence[float], k: int) -> list[Entry]:
         """Up to ``k`` of the user's active memories nearest to ``vector``,
@@ -302,7 +268,7 @@ class PgVectorStore(PostgresStore):
         t = self.table
         distance = t.c.embedding.cosine_distance(query)
         stmt = (
-            sa.select(*self._columns, distance.label("distance"))
+            sa.select(*self._row_columns(), distance.label("distance"))
             .where(self._scope(key), t.c.deleted_at.is_(None), t.c.embedding.is_not(None))
             .order_by(distance)
             .limit(k)

@@ -295,9 +295,15 @@ class SQLStore:
         t = self.table
         return stmt.order_by(t.c.updated_at.desc(), t.c.created_at.desc(), t.c.memory_id.asc())
 
+    def _row_columns(self) -> list[sa.Column[Any]]:
+        """What reads select: every column but a vector store's embedding
+        (reads never ship vectors back)."""
+        return [c for c in self.table.c if c.name != "embedding"]
+
     async def _get(self, conn: AsyncConnection, key: UserKey, memory_id: str) -> Entry | None:
         t = self.table
-        row = (await conn.execute(sa.select(t).where(self._scope(key), t.c.memory_id == memory_id))).first()
+        stmt = sa.select(*self._row_columns()).where(self._scope(key), t.c.memory_id == memory_id)
+        row = (await conn.execute(stmt)).first()
         return self._entry(row) if row is not None else None
 
     async def _count(self, conn: AsyncConnection, key: UserKey, *, include_deleted: bool) -> int:
@@ -338,7 +344,7 @@ class SQLStore:
 
     async def list(self, key: UserKey, *, limit: int = 0, include_deleted: bool = False) -> list[Entry]:
         t = self.table
-        stmt = self._newest_first(sa.select(t).where(self._scope(key)))
+        stmt = self._newest_first(sa.select(*self._row_columns()).where(self._scope(key)))
         if not include_deleted:
             stmt = stmt.where(t.c.deleted_at.is_(None))
         if limit > 0:
