@@ -127,18 +127,27 @@ def _reachable_copy(bin_dir: Path) -> Path:
 
     The virtualenv may sit under a folder only root can enter (``mktemp -d``
     makes 0700 folders), so as root the bundled install is copied once to the
-    world-readable temp folder and used from there."""
+    world-readable temp folder and used from there. The copy keeps the wheel's
+    layout: the binaries find their libraries at ``$ORIGIN/../../../<pkg>.libs``."""
     install = bin_dir.parent
+    package = install.parent
+    libs = package.parent / f"{package.name}.libs"
     digest = hashlib.sha256(str(install.resolve()).encode()).hexdigest()[:12]
     target = Path(tempfile.gettempdir()) / f"memchat-pginstall-{digest}"
-    if not (target / "bin" / "pg_ctl").exists():
+    copied_bin = target / package.name / install.name / "bin"
+    if not (copied_bin / "pg_ctl").exists():
         staging = Path(tempfile.mkdtemp(prefix="memchat-pginstall-staging-"))
-        shutil.copytree(install, staging / "install", symlinks=True)
-        (staging / "install").chmod(0o755)
+        tree = staging / "tree"
+        shutil.copytree(install, tree / package.name / install.name, symlinks=True)
+        if libs.is_dir():
+            shutil.copytree(libs, tree / libs.name, symlinks=True)
+        for folder in (tree, tree / package.name):
+            folder.chmod(0o755)
+        shutil.rmtree(target, ignore_errors=True)  # an incomplete earlier copy
         with contextlib.suppress(OSError):  # another test process won the race: use its copy
-            (staging / "install").rename(target)
+            tree.rename(target)
         shutil.rmtree(staging, ignore_errors=True)
-    return target / "bin"
+    return copied_bin
 
 
 class PgVectorServer:
