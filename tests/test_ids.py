@@ -6,8 +6,9 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from memchat.engine import Metadata, memory_id
+from memchat.engine import InvalidKeyError, Metadata, UserKey, memory_id
 from memchat.engine.ids import build_memory, normalize_participants, patch_memory
+from memchat.engine.validation import check_memory_id
 
 MAY_1 = datetime(2024, 5, 1, tzinfo=UTC)
 
@@ -102,3 +103,70 @@ def test_update_path_patches_only_supplied_fields() -> None:
     assert patched.topics == ()
     moved = patch_memory(stored, "y", ["n"], Metadata(location="Osaka"))
     assert moved.location == "Osaka" and moved.topics == ("n",)
+
+
+# -- issue 10: the ID stays the reference's; identifiers are validated ------------
+
+
+def test_separators_in_fields_can_give_two_memories_one_id() -> None:
+    """Kept byte-identical to the reference, so these pairs share an ID; the
+    service refuses the second (MemoryIdCollisionError, tests/conformance)."""
+    app, user = "memory-chat", "alice"
+    tail = f"|app:{app}|user:{user}"
+    pairs = [
+        (("Met", Metadata(participants=["a,b"])), ("Met", Metadata(participants=["a", "b"]))),
+        ((f"X{tail}|kind:fact|location:Paris", None), ("X", Metadata(location=f"Paris{tail}"))),
+        (
+            ("Met", Metadata(participants=["a|location:b"])),
+            ("Met", Metadata(participants=["a"], location="b")),
+        ),
+    ]
+    for (text1, meta1), (text2, meta2) in pairs:
+        assert memory_id(text1, app, user, meta1) == memory_id(text2, app, user, meta2)
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        (UserKey("", "u"), "appName is required: pass a non-blank app name"),
+        (UserKey("  ", "u"), "appName is required: pass a non-blank app name"),
+        (UserKey("a", "\u3000"), "userID is required: pass a non-blank user id"),
+        (UserKey(" ", " "), "appName is required: pass a non-blank app name"),
+        (UserKey(None, "u"), "appName is required: pass a non-blank app name"),  # type: ignore[arg-type]
+        (
+            UserKey("a" * 256, "u"),
+            "appName is 256 characters, longer than the limit of 255: use a shorter app name",
+        ),
+        (
+            UserKey("a", "al\tice"),
+            "userID contains a control character (U+0009): "
+            "use only printable characters (no tabs, newlines or other control characters)",
+        ),
+        (
+            UserKey("a\x00", "u"),
+            "appName contains a NUL character (U+0000): "
+            "use only printable characters (no tabs, newlines or other control characters)",
+        ),
+        (
+            UserKey("a", "u\udc80"),
+            "userID contains an invalid character (a lone UTF-16 surrogate, U+DC80): send valid Unicode text",
+        ),
+    ],
+)
+def test_user_key_validation_sentences(key: UserKey, message: str) -> None:
+    with pytest.raises(InvalidKeyError) as info:
+        key.validate()
+    assert str(info.value) == message
+
+
+def test_printable_keys_and_ids_are_valid() -> None:
+    for part in ("alice", "with space", "ユーザー🙂", "rtl\u200fmark", "a" * 255, "*", "%"):
+        UserKey(part, part).validate()
+        check_memory_id(part)
+    for bad, fragment in (
+        ("", "memoryID is required"),
+        ("x" * 256, "memoryID is 256 characters"),
+        ("a\nb", r"U\+000A"),
+    ):
+        with pytest.raises(InvalidKeyError, match=fragment):
+            check_memory_id(bad)

@@ -52,7 +52,9 @@ INJECTIONS = [
     "[a-z]?\\*",
     "mem:{memory-chat:user}",
     "}:deleted",
-    "new\nline\r\x1b[31m",
+    # Control characters are refused in app and user (tests/conformance/test_input_validation.py);
+    # these printable look-alikes still must not reach other keys.
+    "line\u2028sep\u00a0nbsp\u200bzero-width",
     "ユーザー 🙂",
     "%3A%7B",
 ]

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from memchat.engine.ids import build_memory, memory_id_for, patch_memory
+from memchat.engine.jsonsafe import JSONInputError, load_json
 from memchat.engine.model import (
     ConfigError,
     Entry,
@@ -28,12 +29,14 @@ from memchat.engine.tools import (
     SEARCH,
     UPDATE,
     Tool,
+    ToolError,
     ToolResult,
     ToolSettings,
     build_tools,
     enabled_tool_names,
     entry_to_result,
     new_add_tool,
+    parse_arguments,
     select_tool_names,
 )
 
@@ -568,7 +571,7 @@ MALFORMED_ADD = [
     ('{"memory": "Alice likes tea", "participants": {"a": 1}}', '"participants" must be an array'),
     ('{"memory": "Alice likes tea", "event_time": 2024}', '"event_time" must be a string'),
     ('{"memory": "Alice likes tea", "location": ["x"]}', '"location" must be a string'),
-    ("[" * 100_000, "not valid JSON"),
+    ("[" * 100_000, "not valid JSON (nesting is deeper than 64 levels)"),
 ]
 
 
@@ -671,3 +674,178 @@ async def test_handler_exception_and_call(svc, tools):
 async def test_non_ascii_is_kept(svc, tools):
     content = await tools[ADD].call({"memory": "爱丽丝喜欢绿茶"}, ALICE)
     assert "爱丽丝喜欢绿茶" in content
+
+
+# -- issue 10: a bounded parser, blank scopes, nothing raises out of a tool ----
+
+
+@pytest.mark.parametrize(
+    ("arguments", "reason"),
+    [
+        ("[" * 100_000, "nesting is deeper than 64 levels"),
+        ('{"memory": ' + "[" * 65 + "]" * 65 + "}", "nesting is deeper than 64 levels"),
+        ('{"memory": "x", "limit": ' + "9" * 5000 + "}", "a number has more than 4300 digits"),
+        ('{"memory": "' + "x" * (2 << 20) + '"}', "the text is over 1048576 bytes"),
+        (b'{"memory": "' + b"x" * (2 << 20) + b'"}', "the text is over 1048576 bytes"),
+        (b'{"memory": "\xff"}', "the text is not valid UTF-8"),
+        ('{"memory": NaN}', "NaN is not valid JSON: use a number or null"),
+        ('{"memory": "x",}', "Expecting property name enclosed in double quotes: line 1 column 16 (char 15)"),
+    ],
+    ids=["deep", "65-levels", "5000-digits", "huge", "huge-bytes", "bad-utf8", "nan", "syntax"],
+)
+def test_parse_arguments_is_bounded_and_says_what_is_wrong(arguments, reason):
+    with pytest.raises(ToolError) as info:
+        parse_arguments(ADD, arguments)
+    assert str(info.value) == (
+        f"invalid arguments for {ADD}: arguments are not valid JSON ({reason}); "
+        "send a single JSON object with the documented parameters"
+    )
+
+
+def test_parse_arguments_ignores_brackets_inside_strings_and_allows_64_levels():
+    text = "[" * 500 + '\\"{[' + "]" * 10
+    assert parse_arguments(ADD, json.dumps({"memory": text})) == {"memory": text}
+    nested = '{"memory": "x", "topics": ' + "[" * 63 + "]" * 63 + "}"
+    assert parse_arguments(ADD, nested)["memory"] == "x"
+
+
+def test_load_json_bounds_and_reasons():
+    assert load_json('{"a": [1, {"b": "[[["}]}', max_bytes=100) == {"a": [1, {"b": "[[["}]}
+    cases = [
+        ("[" * 10 + "]" * 10, {"max_bytes": 100, "max_depth": 9}, "nesting is deeper than 9 levels"),
+        ('"' + "\u00e9" * 30 + '"', {"max_bytes": 50}, "the text is over 50 bytes"),  # 62 bytes
+        ("1" * 4301, {"max_bytes": 10_000}, "a number has more than 4300 digits"),
+        ("[Infinity]", {"max_bytes": 100}, "Infinity is not valid JSON: use a number or null"),
+        ('"unterminated [[[[', {"max_bytes": 100, "max_depth": 2}, "Unterminated string starting at"),
+    ]
+    for text, bounds, reason in cases:
+        with pytest.raises(JSONInputError) as info:
+            load_json(text, **bounds)
+        assert info.value.reason.startswith(reason), info.value.reason
+
+
+@pytest.fixture
+async def real_tools():
+    from backends import create
+    from memchat.engine import MemoryService
+
+    service = MemoryService(create("inmemory"))
+    tools = {
+        t.name: t for t in build_tools(service, ToolSettings(enabled={n: True for n in ALL_TOOLS}), False)
+    }
+    yield service, tools
+    await service.close()
+
+
+def _hostile_calls(entry_id: str) -> list[tuple[str, object]]:
+    """What a model might send: broken, bounded-breaking and invalid-character arguments."""
+    calls: list[tuple[str, object]] = [
+        (ADD, "[" * 100_000),
+        (ADD, '{"memory": ' + "[" * 100_000),
+        (ADD, '{"memory": "x", "topics": ' + "1" * 5000 + "}"),
+        (ADD, '{"memory": "' + "x" * (3 << 20) + '"}'),
+        (ADD, b"\xff\xfe"),
+        (ADD, '{"memory": NaN}'),
+        (ADD, 12345),
+        (ADD, ["memory"]),
+        (ADD, '{"memory": "x"} trailing'),
+        (UPDATE, '{"memory_id": "   ", "memory": "x"}'),
+        (UPDATE, {"memory_id": "a\tb", "memory": "x"}),
+        (UPDATE, {"memory_id": "a\ud800b", "memory": "x"}),
+        (UPDATE, {"memory_id": "a\x00b", "memory": "x"}),
+        (UPDATE, {"memory_id": "f" * 300, "memory": "x"}),
+        (DELETE, {"memory_id": "\x1b[2J"}),
+        (DELETE, {"memory_id": "0" * 64}),
+        (LOAD, '{"limit": ' + "9" * 5000 + "}"),
+        (LOAD, {"limit": float("nan")}),
+        (SEARCH, {"query": "tea", "kind": "fact\x00"}),
+    ]
+    for bad in ("\\ud800", "\\udfff", "\\u0000"):
+        calls += [
+            (ADD, '{"memory": "Alice ' + bad + ' likes tea"}'),
+            (ADD, '{"memory": "Alice likes tea", "topics": ["' + bad + '"]}'),
+            (ADD, '{"memory": "Alice met Bob", "participants": ["Bob' + bad + '"]}'),
+            (ADD, '{"memory": "Alice met Bob", "location": "Par' + bad + 'is"}'),
+            (UPDATE, '{"memory_id": "' + entry_id + '", "memory": "x' + bad + '"}'),
+            (UPDATE, '{"memory_id": "' + entry_id + bad + '", "memory": "x"}'),
+            (SEARCH, '{"query": "tea ' + bad + '"}'),
+        ]
+    return calls
+
+
+@pytest.mark.asyncio
+async def test_nothing_a_model_sends_raises_out_of_a_tool(real_tools):
+    service, tools = real_tools
+    entry = await service.add(ALICE, "Alice likes tea")
+    for name, arguments in _hostile_calls(entry.id):
+        content = await tools[name].call(arguments, ALICE)
+        content.encode("utf-8")  # always sendable
+        payload = json.loads(content)
+        assert set(payload) == {"error"} and payload["error"], (name, str(arguments)[:80], content)
+        assert len(payload["error"]) < 600
+    assert await service.read(ALICE, include_deleted=True) == [entry]
+
+
+@pytest.mark.asyncio
+async def test_invalid_characters_get_the_services_clear_sentence(real_tools):
+    service, tools = real_tools
+    message = err(await tools[ADD].run('{"memory": "Alice \\ud800 likes tea"}', ALICE))
+    assert message == (
+        "failed to add memory: the memory text contains an invalid character "
+        "(a lone UTF-16 surrogate, U+D800): send valid Unicode text"
+    )
+    message = err(await tools[ADD].run({"memory": "x", "participants": ["B\x00b"]}, ALICE))
+    assert (
+        message
+        == "failed to add memory: a participant contains a NUL character (U+0000): remove it and try again"
+    )
+    message = err(await tools[SEARCH].run({"query": "tea \udfff"}, ALICE))
+    assert "the search query contains an invalid character (a lone UTF-16 surrogate, U+DFFF)" in message
+    message = err(await tools[DELETE].run({"memory_id": "ab\tc"}, ALICE))
+    assert message == (
+        "failed to delete memory: memoryID contains a control character (U+0009): "
+        "use only printable characters (no tabs, newlines or other control characters)"
+    )
+    # Controls other than NUL are content like any other and come back as given.
+    body = ok(await tools[ADD].run({"memory": "Alice \x1b[31mlikes\x07 tea \u200f🙂"}, ALICE))
+    assert body["memory"] == "Alice \x1b[31mlikes\x07 tea \u200f🙂"
+    [stored] = await service.read(ALICE)
+    assert stored.memory.text == "Alice \x1b[31mlikes\x07 tea \u200f🙂"
+
+
+@pytest.mark.parametrize("blank", ["", " ", "\t", "\u3000 "])
+@pytest.mark.asyncio
+async def test_a_blank_app_or_user_is_an_error_result(real_tools, blank):
+    service, tools = real_tools
+    for key in (UserKey(blank, "alice"), UserKey("app", blank)):
+        for name, args in ((ADD, {"memory": "x"}), (LOAD, {}), (SEARCH, {"query": "x"}), (CLEAR, {})):
+            assert "missing appName or userID" in err(await tools[name].run(args, key))
+    assert await service.count(ALICE) == 0
+
+
+@pytest.mark.asyncio
+async def test_an_unusable_session_key_is_an_error_result(real_tools):
+    _, tools = real_tools
+    message = err(await tools[ADD].run({"memory": "x"}, UserKey("app", "ali\nce")))
+    assert message.startswith("memory add tool: the session's userID contains a control character (U+000A)")
+    message = err(await tools[LOAD].run({}, UserKey("app\ud800", "alice")))
+    assert "appName contains an invalid character (a lone UTF-16 surrogate, U+D800)" in message
+
+
+@pytest.mark.asyncio
+async def test_a_blank_memory_id_is_an_error_result(svc, tools):
+    for name in (UPDATE, DELETE):
+        for blank in ("", "   ", "\u3000"):
+            message = err(await tools[name].run({"memory_id": blank, "memory": "x"}, ALICE))
+            assert "memory ID is required" in message
+
+
+@pytest.mark.asyncio
+async def test_a_result_with_a_lone_surrogate_is_still_sendable():
+    class Echo:  # a custom service that validates nothing and echoes the model's text
+        async def add(self, key, text, topics=None, metadata=None):
+            return None
+
+    content = await new_add_tool(Echo()).call({"memory": "Alice \ud800 likes tea"}, ALICE)
+    content.encode("utf-8")
+    assert json.loads(content)["memory"] == "Alice \ud800 likes tea"

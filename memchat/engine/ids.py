@@ -60,6 +60,10 @@ def format_event_time(value: datetime) -> str:
 
 
 def memory_id_for(memory: Memory, app: str, user: str) -> str:
+    """The reference's ID, byte for byte. Its pre-image joins fields with
+    separators (``|location:``, ``,`` between participants…) that the fields
+    may contain, so two different memories can share an ID; MemoryService
+    detects that on every write and refuses it (MemoryIdCollisionError)."""
     parts = [f"memory:{memory.text}", f"|app:{app}", f"|user:{user}"]
     kind = identity_kind(memory)
     if kind:

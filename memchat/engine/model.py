@@ -42,6 +42,23 @@ class MemoryConflictError(MemchatError):
         super().__init__(f"memory with id {memory_id} already exists")
 
 
+class MemoryIdCollisionError(MemchatError):
+    """Two different memories of one user have the same canonical ID.
+
+    The reference's ID pre-image joins fields with separators (``,`` between
+    participants, ``|location:`` …) that the fields themselves may contain, so
+    two different memories can hash alike. The engine refuses the write
+    instead of letting the second memory replace the first."""
+
+    def __init__(self, memory_id: str) -> None:
+        self.memory_id = memory_id
+        super().__init__(
+            f"a different memory already has the id {memory_id}: both get the same id because the text, "
+            "participants or location contains the id's separators (such as ',' or '|location:'); "
+            "nothing was changed: remove those separators and try again"
+        )
+
+
 class MemoryLimitError(MemchatError):
     """Adding would exceed the per-user memory limit."""
 
@@ -96,15 +113,12 @@ class UserKey:
     user: str
 
     def validate(self) -> None:
-        # Checked in the reference's order: app first, then user.
-        if not isinstance(self.app, str) or not self.app:
-            raise InvalidKeyError("appName is required")
-        if not isinstance(self.user, str) or not self.user:
-            raise InvalidKeyError("userID is required")
-        if len(self.app) > MAX_KEY_LENGTH:
-            raise InvalidKeyError(f"appName is longer than {MAX_KEY_LENGTH} characters")
-        if len(self.user) > MAX_KEY_LENGTH:
-            raise InvalidKeyError(f"userID is longer than {MAX_KEY_LENGTH} characters")
+        """Raise ``InvalidKeyError`` unless app and user are usable identifiers
+        (not blank, at most 255 characters, no control character or lone
+        surrogate). App is checked first, then user, as in the reference."""
+        from .validation import check_key
+
+        check_key(self)
 
 
 @dataclass(frozen=True, slots=True)

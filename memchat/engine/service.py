@@ -15,12 +15,14 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from . import search as keyword
-from .ids import build_memory, memory_id_for, patch_memory
+from . import validation
+from .ids import build_memory, format_event_time, memory_id_for, normalize_participants, patch_memory
 from .model import (
+    KIND_FACT,
     Entry,
-    InvalidKeyError,
-    InvalidMemoryError,
+    Memory,
     MemoryConflictError,
+    MemoryIdCollisionError,
     MemoryLimitError,
     MemoryNotFoundError,
     Metadata,
@@ -28,6 +30,17 @@ from .model import (
     UpdateResult,
     UserKey,
 )
+from .validation import MAX_KIND_LENGTH, MAX_LOCATION_LENGTH, MAX_TOPIC_LENGTH, MAX_TOPICS
+
+__all__ = [
+    "DEFAULT_MAX_TEXT_LENGTH",
+    "DEFAULT_MEMORY_LIMIT",
+    "MAX_KIND_LENGTH",
+    "MAX_LOCATION_LENGTH",
+    "MAX_TOPICS",
+    "MAX_TOPIC_LENGTH",
+    "MemoryService",
+]
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -40,10 +53,6 @@ if TYPE_CHECKING:
 
 DEFAULT_MEMORY_LIMIT = 1000
 DEFAULT_MAX_TEXT_LENGTH = 10_000
-MAX_TOPICS = 50
-MAX_TOPIC_LENGTH = 100
-MAX_KIND_LENGTH = 32
-MAX_LOCATION_LENGTH = 1000
 
 
 class _MonotonicClock:
@@ -151,8 +160,11 @@ class MemoryService:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    async def _ready(self, key: UserKey) -> None:
-        key.validate()
+    async def _ready(self, key: UserKey | None = None) -> None:
+        """Validate ``key`` (when given) and open the store. Every check of an
+        operation's arguments runs before this, so a bad value never reaches I/O."""
+        if key is not None:
+            validation.check_key(key)
         if not self._opened:
             await self.open()
 
@@ -196,61 +208,31 @@ class MemoryService:
             return None
         return (await self._embed([text]))[0]
 
-    # -- validation ------------------------------------------------------
+    # -- validation (engine/validation.py) ----------------------------------
 
-    def _check_text(self, text: str) -> None:
-        if not isinstance(text, str) or not text.strip():
-            raise InvalidMemoryError("memory text is required: pass a non-empty string")
-        if "\x00" in text:
-            raise InvalidMemoryError("memory text contains a NUL character: remove it and try again")
-        if len(text) > self.max_text_length:
-            raise InvalidMemoryError(
-                f"memory text is {len(text)} characters, over the limit of {self.max_text_length}: "
-                "store a concise fact instead"
-            )
+    def _check_content(self, text: str, topics: Iterable[str] | None, metadata: Metadata | None) -> list[str]:
+        """The content arguments of add/update; returns the topics as a list."""
+        validation.check_text(text, self.max_text_length)
+        validation.check_metadata(metadata)
+        return validation.check_topics(topics)
 
     @staticmethod
-    def _check_topics(topics: Iterable[str] | None) -> list[str]:
-        if topics is None:
-            return []
-        if isinstance(topics, str) or not all(isinstance(t, str) for t in topics):
-            raise InvalidMemoryError("topics must be a list of strings")
-        topics = list(topics)
-        if len(topics) > MAX_TOPICS:
-            raise InvalidMemoryError(f"{len(topics)} topics given, at most {MAX_TOPICS} are allowed")
-        if any("\x00" in t for t in topics):
-            raise InvalidMemoryError("a topic contains a NUL character: remove it and try again")
-        if any(len(t) > MAX_TOPIC_LENGTH for t in topics):
-            raise InvalidMemoryError(f"a topic is longer than {MAX_TOPIC_LENGTH} characters")
-        return topics
+    def _identity(memory: Memory) -> tuple[object, ...]:
+        """What the canonical ID stands for: text, effective kind, event time to
+        the second, normalised participants and location. Two memories with the
+        same ID but different identities collided through the ID's separators."""
+        event_time = format_event_time(memory.event_time) if memory.event_time is not None else None
+        return (
+            memory.text,
+            memory.kind or KIND_FACT,
+            event_time,
+            normalize_participants(memory.participants),
+            (memory.location or "").strip(),
+        )
 
-    @staticmethod
-    def _check_metadata(metadata: Metadata | None) -> None:
-        if metadata is None:
-            return
-        if not isinstance(metadata, Metadata):
-            raise InvalidMemoryError("metadata must be a memchat.engine.Metadata")
-        if not isinstance(metadata.kind, str) or len(metadata.kind) > MAX_KIND_LENGTH:
-            raise InvalidMemoryError(f"memory kind must be a string of at most {MAX_KIND_LENGTH} characters")
-        if metadata.event_time is not None and not isinstance(metadata.event_time, datetime):
-            raise InvalidMemoryError("event_time must be a datetime")
-        participants = metadata.participants or ()
-        if isinstance(participants, str) or not all(isinstance(p, str) for p in participants):
-            raise InvalidMemoryError("participants must be a list of names (strings)")
-        if len(participants) > MAX_TOPICS or any(len(p) > MAX_TOPIC_LENGTH for p in participants):
-            raise InvalidMemoryError(
-                f"at most {MAX_TOPICS} participants of at most {MAX_TOPIC_LENGTH} characters are allowed"
-            )
-        if not isinstance(metadata.location or "", str) or len(metadata.location or "") > MAX_LOCATION_LENGTH:
-            raise InvalidMemoryError(f"location must be a string of at most {MAX_LOCATION_LENGTH} characters")
-        texts = [metadata.kind, metadata.location or "", *participants]
-        if any("\x00" in t for t in texts):
-            raise InvalidMemoryError("metadata contains a NUL character: remove it and try again")
-
-    @staticmethod
-    def _check_id(memory_id: str) -> None:
-        if not isinstance(memory_id, str) or not memory_id:
-            raise InvalidKeyError("memoryID is required")
+    def _check_collision(self, existing: Entry | None, memory: Memory) -> None:
+        if existing is not None and self._identity(existing.memory) != self._identity(memory):
+            raise MemoryIdCollisionError(existing.id)
 
     def _check_limit(self, key: UserKey, active: int) -> None:
         if self.limit and active >= self.limit:
@@ -269,17 +251,21 @@ class MemoryService:
 
         Re-adding replaces topics and metadata, refreshes ``updated_at``, keeps
         ``created_at`` and reactivates a tombstone (which counts against the limit).
+        When a *different* memory (active or deleted) already has the canonical
+        ID — possible because the ID joins fields with separators that a field
+        may contain — ``MemoryIdCollisionError`` is raised and nothing changes.
         """
-        await self._ready(key)
-        self._check_text(text)
-        self._check_metadata(metadata)
-        memory = build_memory(text, self._check_topics(topics), metadata)
+        validation.check_key(key)
+        topics = self._check_content(text, topics, metadata)
+        await self._ready()
+        memory = build_memory(text, topics, metadata)
         mid = memory_id_for(memory, key.app, key.user)
         vector = await self._vector_for(memory.text)
 
         async def work(tx: Transaction) -> Entry:
             now = self._now()
             existing = await tx.get(mid)
+            self._check_collision(existing, memory)
             if existing is None or existing.is_deleted:
                 self._check_limit(key, await tx.count_active())
             created = existing.created_at if existing is not None else now
@@ -300,13 +286,13 @@ class MemoryService:
         """Rewrite a memory (reference §5). Text and topics are replaced,
         metadata is patched; when the canonical ID changes the memory rotates to
         the new ID. Raises ``MemoryNotFoundError`` for a missing or deleted
-        source and ``MemoryConflictError`` when the new ID is another active
-        memory — in both cases nothing changes."""
-        await self._ready(key)
-        self._check_id(memory_id)
-        self._check_text(text)
-        self._check_metadata(metadata)
-        topics = self._check_topics(topics)
+        source, ``MemoryConflictError`` when the new ID is another active
+        memory and ``MemoryIdCollisionError`` when the new ID belongs to a
+        different memory (see ``add``) — in every case nothing changes."""
+        validation.check_key(key)
+        validation.check_memory_id(memory_id)
+        topics = self._check_content(text, topics, metadata)
+        await self._ready()
         # The memory keeps the text as given: embed it now, before the atomic section.
         vector = await self._vector_for(text)
 
@@ -318,10 +304,12 @@ class MemoryService:
             memory = patch_memory(source.memory, text, topics, metadata)
             new_id = memory_id_for(memory, key.app, key.user)
             if new_id == memory_id:
+                self._check_collision(source, memory)
                 entry = replace(source, memory=memory, updated_at=now)
                 await tx.put(entry, vector)
                 return entry
             target = await tx.get(new_id)
+            self._check_collision(target, memory)
             if target is not None and not target.is_deleted:
                 raise MemoryConflictError(new_id)
             if target is not None and self.soft_delete:
@@ -348,8 +336,9 @@ class MemoryService:
 
     async def delete(self, key: UserKey, memory_id: str) -> None:
         """Delete one memory (a tombstone in soft-delete mode)."""
-        await self._ready(key)
-        self._check_id(memory_id)
+        validation.check_key(key)
+        validation.check_memory_id(memory_id)
+        await self._ready()
 
         async def work(tx: Transaction) -> None:
             entry = await tx.get(memory_id)
@@ -362,8 +351,9 @@ class MemoryService:
     async def restore(self, key: UserKey, memory_id: str) -> Entry:
         """Undo a soft delete. The memory comes back exactly as it was, with its
         own timestamps; restoring counts against the limit."""
-        await self._ready(key)
-        self._check_id(memory_id)
+        validation.check_key(key)
+        validation.check_memory_id(memory_id)
+        await self._ready()
 
         async def work(tx: Transaction) -> Entry:
             entry = await tx.get(memory_id)
@@ -386,8 +376,9 @@ class MemoryService:
     # -- reads -----------------------------------------------------------
 
     async def get(self, key: UserKey, memory_id: str, *, include_deleted: bool = False) -> Entry:
-        await self._ready(key)
-        self._check_id(memory_id)
+        validation.check_key(key)
+        validation.check_memory_id(memory_id)
+        await self._ready()
         entry = await self.store.get(key, memory_id)
         if entry is None or (entry.is_deleted and not include_deleted):
             raise MemoryNotFoundError(memory_id)
@@ -409,8 +400,12 @@ class MemoryService:
         ``options.hybrid_search`` (what the memory_search tool asks for), dense
         and keyword candidates are fused instead (``search.HybridRanking``):
         the score is then a 0–1 relevance blending cosine similarity, keyword
-        score and token-level similarity."""
-        await self._ready(key)
+        score and token-level similarity.
+
+        A query or search kind with a NUL or a lone surrogate is an
+        ``InvalidMemoryError`` (on every backend); a blank query finds nothing."""
+        self._check_search(key, query, options)
+        await self._ready()
         if not isinstance(query, str) or not query.strip():
             return []
         options = options or SearchOptions()
@@ -427,7 +422,8 @@ class MemoryService:
         """Semantic search only (vector stores): score = cosine similarity of the
         query and memory embeddings. ``options.similarity_threshold`` (if > 0)
         drops weaker matches; filters, kind fallback, order and dedup apply."""
-        await self._ready(key)
+        self._check_search(key, query, options)
+        await self._ready()
         if not self.is_vector_store:
             from .model import ConfigError
 
@@ -441,6 +437,13 @@ class MemoryService:
         vector = (await self._embed([query.strip()]))[0]
         dense = await self._dense_candidates(key, vector, options)
         return keyword.dense_results(dense, options, default_max=self.max_results)
+
+    @staticmethod
+    def _check_search(key: UserKey, query: str, options: SearchOptions | None) -> None:
+        validation.check_key(key)
+        if isinstance(query, str) and query.strip():
+            validation.check_query(query)
+        validation.check_search_options(options)
 
     def _dense_depth(self, options: SearchOptions) -> int:
         limit = options.max_results if options.max_results > 0 else self.max_results

@@ -21,11 +21,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .jsonsafe import DEFAULT_MAX_DEPTH, JSONInputError, load_json
 from .model import (
     KIND_EPISODE,
     KIND_FACT,
     ConfigError,
     Entry,
+    InvalidKeyError,
     MemchatError,
     Metadata,
     SearchOptions,
@@ -275,8 +277,17 @@ class ToolError(Exception):
 
 
 def _dumps(value: Any) -> str:
-    """Compact JSON like Go's encoding/json (but without HTML escaping)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    """Compact JSON like Go's encoding/json (but without HTML escaping).
+
+    The result is always encodable as UTF-8: should a value hold a lone
+    surrogate (a custom service echoing what the model sent), it is written as
+    a JSON escape instead of breaking whoever sends the result on."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+    return text
 
 
 def _error_result(message: str) -> ToolResult:
@@ -349,27 +360,33 @@ def _json_type(value: Any) -> str:
     return type(value).__name__
 
 
+#: Tool arguments larger than this are refused before parsing: a memory is at
+#: most 10 000 characters (at most 40 000 bytes of UTF-8, 60 000 as JSON
+#: escapes), so 1 MiB leaves ample room for any legitimate call while keeping
+#: parsing cheap.
+MAX_ARGUMENTS_BYTES = 1 << 20
+#: Valid arguments nest 2 levels deep (an object holding arrays).
+MAX_ARGUMENTS_DEPTH = DEFAULT_MAX_DEPTH
+
+
 def parse_arguments(tool: str, arguments: str | bytes | Mapping[str, Any] | None) -> dict[str, Any]:
-    """The model's arguments as a dict. ``None`` and ``""`` mean no arguments."""
+    """The model's arguments as a dict. ``None`` and ``""`` mean no arguments.
+
+    Text is parsed by the bounded loader (size, nesting depth, number length);
+    any problem is a ``ToolError`` saying what is wrong, never another exception."""
     if arguments is None:
         return {}
     if isinstance(arguments, Mapping):
         return dict(arguments)
-    if isinstance(arguments, (bytes, bytearray)):
-        try:
-            arguments = bytes(arguments).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ToolError(f"invalid arguments for {tool}: arguments are not valid UTF-8 text") from exc
-    if not isinstance(arguments, str):
+    if not isinstance(arguments, (str, bytes, bytearray)):
         raise ToolError(f"invalid arguments for {tool}: expected a JSON object, got {_json_type(arguments)}")
-    if not arguments.strip():
+    if isinstance(arguments, str) and not arguments.strip():
         return {}
     try:
-        value = json.loads(arguments)
-    except (ValueError, RecursionError) as exc:
-        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "nesting is too deep"
+        value = load_json(arguments, max_bytes=MAX_ARGUMENTS_BYTES, max_depth=MAX_ARGUMENTS_DEPTH)
+    except JSONInputError as exc:
         raise ToolError(
-            f"invalid arguments for {tool}: arguments are not valid JSON ({reason}); "
+            f"invalid arguments for {tool}: arguments are not valid JSON ({exc.reason}); "
             "send a single JSON object with the documented parameters"
         ) from exc
     if value is None:
@@ -535,12 +552,17 @@ def _check_scope(service: Any, key: Any, label: str) -> UserKey:
     if service is None:
         raise ToolError(f"memory {label} tool: memory service is not available")
     app, user = getattr(key, "app", ""), getattr(key, "user", "")
-    if not isinstance(app, str) or not isinstance(user, str) or not app or not user:
+    if not isinstance(app, str) or not isinstance(user, str) or not app.strip() or not user.strip():
         raise ToolError(
             f"memory {label} tool: failed to get app and user from context: "
             f"session exists but missing appName or userID: appName={app}, userID={user}"
         )
-    return key if isinstance(key, UserKey) else UserKey(app, user)
+    key = key if isinstance(key, UserKey) else UserKey(app, user)
+    try:
+        key.validate()
+    except InvalidKeyError as exc:
+        raise ToolError(f"memory {label} tool: the session's {exc}") from exc
+    return key
 
 
 def entry_to_result(entry: Entry) -> dict[str, Any]:

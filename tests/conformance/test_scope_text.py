@@ -17,7 +17,7 @@ HOSTILE_KEYS = [
     "{alice}",
     "mem:{memory-chat:alice}",
     "with space",
-    "new\nline",
+    "rtl\u200fmark and zero\u200bwidth",
     "'; DROP TABLE memories; --",
     "%",
     "_",

@@ -306,3 +306,96 @@ def test_metadata_names_the_model() -> None:
         name = "deepseek-v4-flash"
 
     assert ModelExtractor(Named()).metadata() == {"model_name": "deepseek-v4-flash", "model_available": True}
+
+
+# -- issue 10: a bounded parser; invalid output never raises ---------------------
+
+
+@pytest.mark.parametrize(
+    ("arguments", "reason"),
+    [
+        ("[" * 100_000, "nesting is deeper than 64 levels"),
+        ('{"memory": "Likes tea", "topics": ' + "[" * 100_000, "nesting is deeper than 64 levels"),
+        ('{"memory": "Likes tea", "event_time": ' + "7" * 5000 + "}", "a number has more than 4300 digits"),
+        ('{"memory": "' + "x" * (2 << 20) + '"}', "the text is over 1048576 bytes"),
+        ('{"memory": "Likes tea", "x": NaN}', "NaN is not valid JSON: use a number or null"),
+    ],
+    ids=["deep", "deep-inside", "5000-digits", "huge", "nan"],
+)
+def test_bounded_tool_call_arguments_give_the_precise_reason(arguments, reason) -> None:
+    result = parse_operations(
+        response(("memory_add", arguments), ("memory_add", '{"memory": "Likes jazz"}')), []
+    )
+    assert [op.memory for op in result.operations] == ["Likes jazz"]
+    [warning] = result.warnings
+    assert warning.startswith(f"memory_add with arguments that are not valid JSON ({reason}) was skipped")
+    assert len(warning) < 400
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("[" * 100_000, "nesting is deeper than 64 levels"),
+        ("```json\n" + '{"operations": ' + "[" * 100_000 + "\n```", "nesting is deeper than 64 levels"),
+        ('[{"op": "add", "memory": "x", "n": ' + "1" * 5000 + "}]", "a number has more than 4300 digits"),
+        ("[" + '"' + "x" * (5 << 20) + '"]', "the text is over 4194304 bytes"),
+        ('[{"op": "add", "memory": "' + "é" * (3 << 20) + '"}]', "the text is over 4194304 bytes"),
+    ],
+    ids=["deep", "deep-fenced", "5000-digits", "huge", "huge-in-bytes"],
+)
+def test_bounded_json_reply_gives_the_precise_reason(text, reason) -> None:
+    result = parse_operations(ModelResponse(text=text), EXISTING)
+    assert result.operations == ()
+    [warning] = result.warnings
+    assert warning.startswith(f"the model's reply is not valid JSON ({reason}) and was skipped")
+
+
+def test_a_fenced_reply_with_a_long_whitespace_run_parses_in_linear_time() -> None:
+    import time
+
+    started = time.perf_counter()
+    text = "```json\n[" + " " * 200_000 + '{"op": "add", "memory": "Likes tea"}]\n```'
+    result = parse_operations(ModelResponse(text=text), [])
+    assert [op.memory for op in result.operations] == ["Likes tea"]
+    broken = "```json\n[" + " " * 200_000 + "x``"
+    assert parse_operations(ModelResponse(text=broken), []).operations == ()
+    assert time.perf_counter() - started < 2.0
+
+
+def test_unexpected_shapes_become_warnings_never_exceptions() -> None:
+    huge = 10**5000  # only reachable from in-process callers: JSON text bounds digits
+    result = parse_operations(
+        response(("memory_update", {"memory_id": huge, "memory": "x"}), ("memory_add", '{"memory": "ok"}')),
+        EXISTING,
+    )
+    assert [op.memory for op in result.operations] == ["ok"]
+    assert len(result.warnings) == 1
+    deep_item = '[{"op": "add", "memory": "x"}, ' + "[" * 60 + "]" * 60 + "]"
+    result = parse_operations(ModelResponse(text=deep_item), [])
+    assert [op.memory for op in result.operations] == ["x"]
+    assert len(result.warnings) == 1 and "is not a JSON object" in result.warnings[0]
+
+
+async def test_a_deep_reply_counts_as_done_and_is_not_sent_again(server) -> None:
+    """Invalid output is reported like any invalid output, and the watermark moves
+    past those messages: the next job sends only the new ones."""
+    from memchat.engine import UserKey
+    from tests.extraction.helpers import Recorder, auto_service
+
+    key = UserKey("test-app", "alice")
+    service = auto_service(model_extractor(server))
+    recorder = Recorder()
+    service.add_extraction_listener(recorder)
+    server.reply_text("[" * 100_000)
+    history = conversation("I like tea", "Noted.")
+    service.enqueue_auto_memory_job(key, "s1", history)
+    [done] = await recorder.wait_finished()
+    assert done.status == "ok" and done.errors == ()
+    assert len(done.skipped) == 1 and "nesting is deeper than 64 levels" in done.skipped[0]
+    server.reply_tool_calls([("c1", "memory_add", '{"memory": "Likes jazz"}')])
+    history += conversation("and jazz", "Nice.")
+    service.enqueue_auto_memory_job(key, "s1", history)
+    await recorder.wait_finished(2)
+    assert [m["content"] for m in server.requests[1]["messages"][1:3]] == ["and jazz", "Nice."]
+    assert [e.memory.text for e in await service.read(key)] == ["Likes jazz"]
+    await service.close()

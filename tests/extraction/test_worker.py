@@ -349,6 +349,22 @@ async def test_existing_memories_come_from_search_then_recent_and_search_failure
     await service.close()
 
 
+async def test_a_nul_or_broken_character_in_the_chat_still_finds_existing_memories(caplog) -> None:
+    # The search query may not hold NUL or lone surrogates; chat text may. The
+    # extractor must still see the related memory first, with no failed search.
+    extractor = FakeExtractor()
+    service = MemoryService(create("inmemory"), extractor=extractor)
+    for text in ("Likes tea", "Plays chess", "Lives in Berlin"):
+        await service.add(KEY, text)
+    recorder = Recorder()
+    service.add_extraction_listener(recorder)
+    service.enqueue_auto_memory_job(KEY, "s1", conversation("chess\x00 tonight \ud800?"))
+    [done] = await recorder.wait_finished()
+    assert done.ok and extractor.calls[0][1][0].memory.text == "Plays chess"
+    assert "searching existing memories failed" not in caplog.text
+    await service.close()
+
+
 async def test_one_users_jobs_stay_on_one_worker_and_run_one_at_a_time() -> None:
     assert fnv32a("") == 0x811C9DC5 and fnv32a("a") == 0xE40C292C  # FNV-1a test vectors
     extractor = FakeExtractor(delay=0.05)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from ..jsonsafe import DEFAULT_MAX_DEPTH, JSONInputError, load_json
 from ..model import KIND_EPISODE, KIND_FACT, Entry
 from ..timeparse import parse_flexible_time
 from .checkers import CheckerMixin
@@ -142,7 +143,26 @@ async def _maybe_await(value: Any) -> Any:
 # -- parsing ----------------------------------------------------------------
 
 _NUMBER = re.compile(r"^\s*\[?\s*#?\s*(\d{1,9})\s*\]?\s*$")
-_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S | re.I)
+#: One tool call's arguments: the same bound as the agent's tools (one
+#: operation holds one memory of at most 10 000 characters).
+MAX_ARGUMENTS_BYTES = 1 << 20
+#: A whole JSON reply (models without tool calls) lists every operation of the
+#: job: 4 MiB holds 100 operations with maximal memories (10 000 characters,
+#: at most 40 000 bytes each); a longer reply is runaway output, not a plan.
+MAX_REPLY_BYTES = 4 << 20
+#: Operations nest 3 levels deep ({"operations": [{"topics": [...]}]}).
+MAX_DEPTH = DEFAULT_MAX_DEPTH
+
+
+def _unfence(body: str) -> str:
+    """The inside of a ```json … ``` block (linear time, unlike a lazy regex
+    over a long run of whitespace)."""
+    if len(body) >= 6 and body.startswith("```") and body.endswith("```"):
+        inner = body[3:-3]
+        if inner[:4].lower() == "json":
+            inner = inner[4:]
+        return inner.strip()
+    return body
 
 
 def _strings(value: Any) -> tuple[str, ...]:
@@ -193,9 +213,13 @@ class _Parser:
         else:
             raw = arguments if isinstance(arguments, str) else ""
             try:
-                args = json.loads(raw) if raw.strip() else {}
-            except ValueError:
-                self.warn(f"{name} with arguments that are not valid JSON was skipped: {raw[:200]!r}")
+                args = (
+                    load_json(raw, max_bytes=MAX_ARGUMENTS_BYTES, max_depth=MAX_DEPTH) if raw.strip() else {}
+                )
+            except JSONInputError as exc:
+                self.warn(
+                    f"{name} with arguments that are not valid JSON ({exc.reason}) was skipped: {raw[:200]!r}"
+                )
                 return None
             if not isinstance(args, dict):
                 self.warn(f"{name} with arguments that are not a JSON object was skipped: {raw[:200]!r}")
@@ -239,17 +263,22 @@ class _Parser:
         """Operations written as JSON in the reply text (models without tool calls):
         ``[{"op": "add", "memory": …}, …]`` or ``{"operations": […]}``."""
         body = text.strip()
-        fenced = _FENCE.match(body)
-        if fenced:
-            body = fenced.group(1).strip()
+        if len(body) > MAX_REPLY_BYTES:
+            # A cheap first bound on characters; load_json counts bytes exactly.
+            self.warn(
+                f"the model's reply is not valid JSON (the text is over {MAX_REPLY_BYTES} bytes) "
+                "and was skipped"
+            )
+            return []
+        body = _unfence(body)
         if not body.startswith(("[", "{")):
             if body:
                 log.debug("memory extraction: the model answered in prose, no operations: %.200s", body)
             return []
         try:
-            data = json.loads(body)
-        except ValueError:
-            self.warn(f"the model's reply is not valid JSON and was skipped: {body[:200]!r}")
+            data = load_json(body, max_bytes=MAX_REPLY_BYTES, max_depth=MAX_DEPTH)
+        except JSONInputError as exc:
+            self.warn(f"the model's reply is not valid JSON ({exc.reason}) and was skipped: {body[:200]!r}")
             return []
         if isinstance(data, dict):
             data = data.get("operations", [data])
@@ -259,27 +288,41 @@ class _Parser:
         operations = []
         for item in data:
             if not isinstance(item, dict):
-                self.warn(f"operation {item!r} is not a JSON object and was skipped")
+                self.warn(f"operation {json.dumps(item)[:200]} is not a JSON object and was skipped")
                 continue
             name = next((item[k] for k in ("op", "action", "type", "tool", "name") if k in item), None)
             if not isinstance(name, str):
                 self.warn(f"operation {json.dumps(item)[:200]} names no operation and was skipped")
                 continue
             arguments = item.get("arguments", item)
-            operation = self.operation(name.strip().lower(), arguments)
+            operation = self.safe_operation(name.strip().lower(), arguments)
             if operation is not None:
                 operations.append(operation)
         return operations
 
+    def safe_operation(self, name: Any, arguments: Any) -> Operation | None:
+        """``operation`` that never raises: anything unexpected becomes a warning."""
+        try:
+            return self.operation(name, arguments)
+        except Exception as exc:
+            self.warn(f"{str(name)[:100]} was skipped: {type(exc).__name__}: {str(exc)[:200]}")
+            return None
+
 
 def parse_operations(response: ModelResponse, existing: Sequence[Entry]) -> Extraction:
-    """The operations in a model response; invalid parts become warnings."""
+    """The operations in a model response; invalid parts become warnings. Never
+    raises, so invalid output counts as an extraction that found nothing and
+    the worker moves its watermark past those messages."""
     parser = _Parser(existing)
     if response.tool_calls:
-        operations = [parser.operation(call.name, call.arguments) for call in response.tool_calls]
+        operations = [parser.safe_operation(call.name, call.arguments) for call in response.tool_calls]
         found = [op for op in operations if op is not None]
     else:
-        found = parser.from_text(response.text)
+        try:
+            found = parser.from_text(response.text)
+        except Exception as exc:
+            parser.warn(f"the model's reply was skipped: {type(exc).__name__}: {str(exc)[:200]}")
+            found = []
     return Extraction(tuple(found), tuple(parser.warnings))
 
 

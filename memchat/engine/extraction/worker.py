@@ -54,6 +54,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -398,9 +399,10 @@ class AutoMemory:
         await self._execute(job, key, operations)
 
     def _query(self, delta: list[dict[str, str]]) -> str:
+        # A search query may hold no NUL or lone surrogate (engine/validation.py); chat text may.
         if self.policy == MERGE_SIMILAR:
-            return " ".join(m["content"] for m in delta if m["role"] == "user")
-        query = "\n".join(m["content"] for m in delta)
+            return _searchable(" ".join(m["content"] for m in delta if m["role"] == "user"))
+        query = _searchable("\n".join(m["content"] for m in delta))
         data = query.encode("utf-8")
         if len(data) <= QUERY_BUDGET:
             return query
@@ -531,3 +533,11 @@ class AutoMemory:
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+def _searchable(text: str) -> str:
+    """``text`` without the characters no search query may hold (NUL, lone surrogates)."""
+    return _UNSEARCHABLE.sub("\ufffd", text.replace("\x00", " "))
+
+
+_UNSEARCHABLE = re.compile("[\ud800-\udfff]")
