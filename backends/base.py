@@ -10,8 +10,12 @@ WATCH/MULTI, or a lock, whatever the backend has.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import os
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, TypeVar, runtime_checkable
@@ -95,6 +99,66 @@ class Store(Protocol):
     async def keyword_candidates(self, key: UserKey, query: str) -> list[Entry]:
         """Active entries that keyword search should score. The engine computes
         IDF over this set, so a store without a full-text index returns them all."""
+
+
+#: Seconds a store waits for its server (connecting, each call, a lock wait)
+#: before the call fails: every backend's default (``--timeout``, MEMCHAT_TIMEOUT).
+DEFAULT_TIMEOUT_S = 10.0
+
+
+def resolve_timeout(timeout: float | None) -> float:
+    """The operation timeout in seconds: ``timeout``, or the 10 s default."""
+    from memchat.engine.model import ConfigError
+
+    if timeout is None:
+        return DEFAULT_TIMEOUT_S
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not math.isfinite(timeout)
+        or timeout <= 0
+    ):
+        raise ConfigError(f"the timeout must be a positive number of seconds such as 10, not {timeout!r}")
+    return float(timeout)
+
+
+def timeout_message(server: str, address: str, timeout: float) -> str:
+    """The one sentence for a server that did not answer in time."""
+    return (
+        f"the {server} at {address} did not answer within {timeout:g} s "
+        "(it is stopped, overloaded or unreachable): check it, or raise --timeout"
+    )
+
+
+def abort_socket(fd: int) -> None:
+    """Shut a connected socket down (both ways) without closing its descriptor,
+    which stays its owner's: a read pending on it returns end-of-file at once,
+    so the driver fails promptly with its own "connection lost" error."""
+    with contextlib.suppress(OSError, ValueError):
+        sock = socket.socket(fileno=os.dup(fd))
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        finally:
+            sock.close()
+
+
+@contextlib.asynccontextmanager
+async def bounded_lock(lock: asyncio.Lock, timeout: float, what: str) -> AsyncIterator[None]:
+    """Hold ``lock``, waiting at most ``timeout`` seconds for it; ``what`` ends
+    the BackendError ("… waited more than 10 s for {what}")."""
+    from memchat.engine.model import BackendError
+
+    try:
+        async with asyncio.timeout(timeout):
+            await lock.acquire()
+    except TimeoutError:
+        raise BackendError(
+            f"waited more than {timeout:g} s for {what}: try again, or raise --timeout"
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 #: The offline embedder's (all-MiniLM-L6-v2) dimension: every vector store's default.

@@ -59,8 +59,9 @@ from memchat.engine.model import (
     from_micros,
     to_micros,
 )
+from memchat.engine.secrets import redact
 
-from .base import Capabilities, checked_vector
+from .base import Capabilities, bounded_lock, checked_vector, resolve_timeout, timeout_message
 
 T = TypeVar("T")
 
@@ -82,8 +83,9 @@ SCHEMA_VERSION = 1
 MARK_BACKEND, MARK_SCHEMA, MARK_DIMENSION = "memchat_backend", "memchat_schema_version", "memchat_dimension"
 #: Records read per request, and written per request at most.
 PAGE_SIZE = 500
-#: Per request (connect / everything else), and for connecting at open.
-CONNECT_TIMEOUT_S, HTTP_TIMEOUT_S, OPEN_TIMEOUT_S = 5.0, 30.0, 60.0
+#: A backstop for opening (the embedded store's first start is slow); every
+#: HTTP request is bounded by the store's timeout.
+OPEN_TIMEOUT_S = 60.0
 LOCK_STRIPES = 256
 
 _COLLECTION_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._-]{1,510}[a-zA-Z0-9]$")
@@ -249,8 +251,12 @@ class ChromaStore:
         headers: Mapping[str, str] | None = None,
         dimension: int = DEFAULT_DIMENSION,
         env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
     ) -> None:
         env = os.environ if env is None else env
+        #: Seconds each request to the server (connect, read, write) and each
+        #: wait for this user's other writes may take.
+        self.timeout = resolve_timeout(timeout)
         if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension <= 0:
             raise ConfigError(
                 f"invalid embedding dimension {dimension!r}: give the embedder's dimension "
@@ -317,9 +323,7 @@ class ChromaStore:
     # -- errors ----------------------------------------------------------
 
     def _mask(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
+        return redact(text, self._secrets)
 
     def _explain(self, exc: BaseException) -> str:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -335,8 +339,9 @@ class ChromaStore:
             or type(exc).__module__.startswith(("httpx", "httpcore"))
             or "Could not connect" in text
         ):
-            timeout = "timeout" in type(exc).__name__.lower()
-            why = "it did not answer in time" if timeout else "it is down or unreachable"
+            if "timeout" in type(exc).__name__.lower() or isinstance(exc, TimeoutError):
+                return timeout_message("Chroma server", self.location, self.timeout)
+            why = "it is down or unreachable"
             return (
                 f"cannot reach the Chroma server at {self.location} ({why}): "
                 f"start it (chroma run --path ./chroma-data) or set {ENV_URL} to a running server"
@@ -405,7 +410,7 @@ class ChromaStore:
         # The client waits forever by default: first a bounded heartbeat, so a
         # server that is down or hanging is a prompt, clear error.
         base = self.url.removesuffix("/api/v2")
-        timeout = httpx.Timeout(HTTP_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
+        timeout = httpx.Timeout(self.timeout)
         response = httpx.get(f"{base}/api/v2/heartbeat", headers=self._headers, timeout=timeout)
         if response.status_code != 200:
             raise chromadb.errors.ChromaError(
@@ -487,8 +492,19 @@ class ChromaStore:
         if client is not None and hasattr(client, "close"):
 
             def close() -> None:
+                from chromadb.api.shared_system_client import SharedSystemClient
+
                 with _CLIENT_LOCK:
                     client.close()
+                    # A stopped system (the client's, and the admin client it made
+                    # for itself) keeps its HTTP session open: close it now, not at
+                    # garbage collection (an unclosed-socket warning).
+                    for part in (client, getattr(client, "_admin_client", None)):
+                        if getattr(part, "_identifier", None) in SharedSystemClient._identifier_to_system:
+                            continue  # still shared with another client
+                        session = getattr(getattr(part, "_server", None), "_session", None)
+                        if session is not None:
+                            session.close()
 
             # Closing releases a shared cache entry; a failure leaves nothing to save.
             with contextlib.suppress(Exception):
@@ -671,7 +687,7 @@ class ChromaStore:
 
     async def atomic(self, key: UserKey, work: Callable[[_ChromaTransaction], Awaitable[T]]) -> T:
         await self._ready()
-        async with self._user_lock(key):
+        async with bounded_lock(self._user_lock(key), self.timeout, "this user's other writes"):
             tx = _ChromaTransaction(self, key)
             result = await work(tx)
             if tx.pending:
@@ -744,7 +760,7 @@ class ChromaStore:
 
     async def clear(self, key: UserKey, *, deleted_at: datetime | None) -> int:
         collection = await self._ready()
-        async with self._user_lock(key):
+        async with bounded_lock(self._user_lock(key), self.timeout, "this user's other writes"):
             active = await self._record_ids(self._where(key, active=True))
             if deleted_at is None:
                 await self._call("clearing", collection.delete, where=self._where(key, active=False))

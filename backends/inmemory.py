@@ -11,7 +11,7 @@ from typing import TypeVar
 from memchat.engine.model import Entry, UserKey
 
 from ._ordering import newest_first
-from .base import Capabilities
+from .base import Capabilities, bounded_lock, resolve_timeout
 
 T = TypeVar("T")
 
@@ -61,8 +61,10 @@ class InMemoryStore:
     name = "inmemory"
     capabilities = Capabilities(transactions=True)
 
-    def __init__(self, *, env: Mapping[str, str] | None = None) -> None:
+    def __init__(self, *, env: Mapping[str, str] | None = None, timeout: float | None = None) -> None:
         # ``env`` is accepted like every store's, and unused: nothing to configure.
+        #: Seconds a write waits for this user's other writes.
+        self.timeout = resolve_timeout(timeout)
         self._users: dict[UserKey, dict[str, Entry]] = {}
         self._locks: dict[UserKey, asyncio.Lock] = {}
         self._active: dict[UserKey, int] = {}
@@ -78,7 +80,7 @@ class InMemoryStore:
 
     async def atomic(self, key: UserKey, work: Callable[[_BufferedTransaction], Awaitable[T]]) -> T:
         lock = self._locks.setdefault(key, asyncio.Lock())
-        async with lock:
+        async with bounded_lock(lock, self.timeout, "this user's other writes"):
             tx = _BufferedTransaction(self._users.get(key, {}), self._active.get(key, 0))
             result = await work(tx)
             self._active[key] = tx._active + tx.active_delta()

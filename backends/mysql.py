@@ -21,6 +21,7 @@ therefore run under one lock, in one transaction.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -28,13 +29,14 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-import aiomysql  # noqa: F401  (imported now so a missing driver names its pip install)
+import aiomysql  # (imported now so a missing driver names its pip install)
 import sqlalchemy as sa
 from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from memchat.engine.model import BackendError, ConfigError, UserKey
 
+from .base import resolve_timeout
 from .sql import ServerSQLStore, short_identifier
 
 ENV_DSN = "MYSQL_DSN"
@@ -42,9 +44,13 @@ DEFAULT_HOST = "localhost"
 DEFAULT_PORT = 3306
 DEFAULT_USER = "root"
 DEFAULT_DATABASE = "trpc_agent_go"
-CONNECT_TIMEOUT_S = 10
-#: How long a process waits for another one that is creating the tables.
-SCHEMA_LOCK_TIMEOUT_S = 30
+#: TLS options of the DSNs people write (Go's tls=, MySQL's ssl-mode=…): not
+#: supported, so refused rather than silently ignored (unless they say "off").
+TLS_OPTIONS = frozenset(
+    {"tls", "ssl", "sslmode", "ssl-mode", "ssl_mode", "ssl-ca", "ssl_ca", "ssl-cert", "ssl_cert",
+     "ssl-key", "ssl_key", "ssl-verify-server-cert", "ssl_verify_cert", "ssl_verify_identity"}
+)  # fmt: skip
+TLS_OFF = frozenset({"false", "0", "off", "disabled", "disable"})
 #: Binary, NO PAD collations (exact comparison, trailing spaces significant),
 #: best first; ``utf8mb4_bin`` (PAD SPACE) only if the server has neither.
 EXACT_COLLATIONS = ("utf8mb4_0900_bin", "utf8mb4_nopad_bin", "utf8mb4_bin")
@@ -87,19 +93,30 @@ class MySQLTarget:
         auth = f"{self.user}:***" if self.password else self.user
         return f"{auth}@{self.address}/{self.database}"
 
-    def connect_args(self) -> dict[str, Any]:
+    def connect_args(self, timeout: float | None = None) -> dict[str, Any]:
+        seconds = resolve_timeout(timeout)
         args: dict[str, Any] = {
             "user": self.user,
             "password": self.password,
             "db": self.database,
             "charset": "utf8mb4",
-            "connect_timeout": CONNECT_TIMEOUT_S,
+            "connect_timeout": seconds,
+            # Lock waits end on the server a little before the call's deadline,
+            # with its own reason (whole seconds, at least 1).
+            "init_command": (
+                f"SET SESSION innodb_lock_wait_timeout = {_lock_wait(seconds)}, "
+                f"lock_wait_timeout = {_lock_wait(seconds)}"
+            ),
         }
         if self.unix_socket:
             args["unix_socket"] = self.unix_socket
         else:
             args["host"], args["port"] = self.host, self.port
         return args
+
+
+def _lock_wait(timeout: float) -> int:
+    return max(1, math.floor(timeout * 0.9))
 
 
 def _port(value: str, source: str) -> int:
@@ -151,6 +168,7 @@ def _parse_url(text: str, source: str) -> MySQLTarget:
             f"{source} has the scheme {url.scheme!r}, not mysql: write mysql://user:password@host:3306/database"
         )
     query = dict(parse_qsl(url.query))
+    _refuse_tls(query, source)
     return MySQLTarget(
         host=url.hostname or DEFAULT_HOST,
         port=port or DEFAULT_PORT,
@@ -172,6 +190,7 @@ def _parse_go_dsn(text: str, source: str) -> MySQLTarget:
         )
     head, tail = text[:slash], text[slash + 1 :]
     database = unquote(tail.split("?", 1)[0])
+    _refuse_tls(dict(parse_qsl(tail.partition("?")[2])), source)
     user, password, address = DEFAULT_USER, "", head
     at = head.rfind("@")
     if at >= 0:
@@ -193,6 +212,16 @@ def _parse_go_dsn(text: str, source: str) -> MySQLTarget:
         raise ConfigError(f"{source} uses the network {net!r}: use tcp(host:port) or unix(/path/to/socket)")
     host, port = _split_host_port(addr or "127.0.0.1:3306", source)
     return MySQLTarget(host=host, port=port, user=user, password=password, database=database)
+
+
+def _refuse_tls(query: Mapping[str, str], source: str) -> None:
+    for key, value in query.items():
+        if key.lower() in TLS_OPTIONS and value.strip().lower() not in TLS_OFF:
+            raise ConfigError(
+                f"{source} asks for TLS ({key}=…), which the MySQL backends do not support yet: "
+                "remove the option (the connection is then not encrypted) or reach the server through "
+                "a local socket or a tunnel"
+            )
 
 
 def target_from_env(env: Mapping[str, str], prefix: str = "MYSQL") -> MySQLTarget:
@@ -239,9 +268,23 @@ def _server_message(exc: BaseException) -> str:
     return text.strip().splitlines()[0] if text.strip() else type(orig).__name__
 
 
+async def _connect(*args: Any, **kwargs: Any) -> aiomysql.Connection:
+    """``aiomysql.connect``, closing the half-made connection when it is
+    interrupted (a server that accepts but never greets us)."""
+    connection = aiomysql.Connection(*args, **kwargs)
+    try:
+        await connection._connect()
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
 class MySQLStore(ServerSQLStore):
     name = "mysql"
     max_table_name = 64
+    bounded_calls = True
+    server_kind = "MySQL/MariaDB server"
     #: The environment variables read: ``<env_prefix>_HOST`` … and ``env_dsn``.
     env_prefix = "MYSQL"
     env_dsn = ENV_DSN
@@ -252,12 +295,15 @@ class MySQLStore(ServerSQLStore):
         *,
         table: str = "memories",
         env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
         **engine_options: Any,
     ) -> None:
         env = os.environ if env is None else env
         self.target = resolve_target(dsn, env, self.env_prefix, self.env_dsn)
         self._remember_source(dsn, env)
-        connect_args = {**self.target.connect_args(), **engine_options.pop("connect_args", {})}
+        seconds = resolve_timeout(timeout)
+        connect_args = {**self.target.connect_args(seconds), **engine_options.pop("connect_args", {})}
+        connect_args.setdefault("async_creator_fn", self._create_connection)
         engine_options.setdefault("pool_pre_ping", True)
         engine_options.setdefault("pool_recycle", 3600)
         engine = create_async_engine("mysql+aiomysql://", connect_args=connect_args, **engine_options)
@@ -266,6 +312,7 @@ class MySQLStore(ServerSQLStore):
             table=table,
             location=self.target.location(),
             secret=self.target.password,
+            timeout=seconds,
             mysql_engine="InnoDB",
             mysql_charset="utf8mb4",
         )
@@ -278,6 +325,25 @@ class MySQLStore(ServerSQLStore):
             mysql_charset="utf8mb4",
         )
         self.collation: str | None = None
+
+    # -- timeouts --------------------------------------------------------
+
+    def _create_connection(self, *args: Any, **kwargs: Any) -> Any:
+        return self._connect_bounded(lambda: _connect(*args, **kwargs))
+
+    def _abort_connection(self, driver_connection: Any) -> None:
+        writer = getattr(driver_connection, "_writer", None)
+        if writer is not None:
+            writer.transport.abort()
+
+    def _server_address(self) -> str:
+        return self.target.address
+
+    @property
+    def _schema_lock_timeout(self) -> int:
+        """Seconds GET_LOCK waits for another process creating the tables:
+        within the call's own timeout, so the server says why."""
+        return max(1, int(self.timeout * 0.8))
 
     # -- schema ----------------------------------------------------------
 
@@ -297,13 +363,14 @@ class MySQLStore(ServerSQLStore):
             got = (
                 await conn.execute(
                     sa.text("SELECT GET_LOCK(:name, :timeout)"),
-                    {"name": lock_name, "timeout": SCHEMA_LOCK_TIMEOUT_S},
+                    {"name": lock_name, "timeout": self._schema_lock_timeout},
                 )
             ).scalar()
             if got != 1:
                 raise BackendError(
                     f"{self.name} backend at {self.location}: another process held the table-creation "
-                    f"lock for {SCHEMA_LOCK_TIMEOUT_S} s; try again, or create `{self.table.name}` by hand"
+                    f"lock for {self._schema_lock_timeout} s; try again, raise --timeout, or create "
+                    f"`{self.table.name}` by hand"
                 )
             try:
                 await conn.run_sync(self.metadata.create_all, checkfirst=True)
@@ -378,5 +445,8 @@ class MySQLStore(ServerSQLStore):
                 "the next call reconnects once the server is back"
             )
         if code == LOCK_WAIT_TIMEOUT:
-            return "timed out waiting for another writer of this user; try again"
+            return (
+                f"another writer of this user held its lock for more than {self.timeout:g} s: "
+                "try again, or raise --timeout"
+            )
         return _server_message(exc) if code is not None else super()._explain(exc)

@@ -16,7 +16,9 @@ statement after the lock sees what the previous writer committed.
 
 from __future__ import annotations
 
+import contextlib
 import getpass
+import math
 import os
 import re
 from collections.abc import Mapping
@@ -33,6 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from memchat.engine.model import BackendError, ConfigError, UserKey
 
+from .base import abort_socket
 from .sql import ServerSQLStore, lock_key, validate_table_name
 
 ENV_DSN = "POSTGRES_DSN"
@@ -41,7 +44,11 @@ DEFAULT_PORT = 5432
 DEFAULT_USER = "postgres"
 DEFAULT_DATABASE = "trpc-agent-go-pgmemory"
 DEFAULT_SSLMODE = "disable"
-CONNECT_TIMEOUT_S = 10
+#: The parts of the timeout the server's own lock and statement timeouts get
+#: (a lock wait is also a statement: its own reason must come first).
+SERVER_SHARES = (0.8, 0.9)
+#: libpq's sslmode values.
+SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 MAX_IDENTIFIER = 63
 
 _URL = re.compile(r"^(?:postgres|postgresql)(?:\+[a-z0-9_]+)?://", re.IGNORECASE)
@@ -55,6 +62,8 @@ INSUFFICIENT_PRIVILEGE = "42501"
 RETRYABLE = {"40P01", "40001"}  # deadlock, serialization failure
 SERVER_GOING_AWAY = {"57P01", "57P02"}  # admin shutdown, crash shutdown
 CANNOT_CONNECT_NOW = "57P03"  # starting up, shutting down, in recovery
+LOCK_NOT_AVAILABLE = "55P03"  # lock_timeout
+QUERY_CANCELED = "57014"  # statement_timeout (or a cancel request)
 
 
 @cache
@@ -106,7 +115,14 @@ def _check(params: dict[str, str], source: str) -> PostgresTarget:
     for port in filter(None, params.get("port", "").split(",")):
         if not port.isdigit() or not 0 < int(port) < 65536:
             raise ConfigError(f"{source} has an invalid port {port!r}: give a number such as 5432")
+    check_sslmode(params.get("sslmode"), source)
     return PostgresTarget(params)
+
+
+def check_sslmode(mode: str | None, source: str) -> None:
+    """A ConfigError unless ``mode`` is None or one of libpq's sslmodes."""
+    if mode is not None and mode not in SSLMODES:
+        raise ConfigError(f"{source} has an invalid sslmode {mode!r}: use one of {', '.join(SSLMODES)}")
 
 
 def parse_dsn(dsn: str, source: str = ENV_DSN) -> PostgresTarget:
@@ -223,6 +239,7 @@ def target_from_env(env: Mapping[str, str], prefix: str = "PG") -> PostgresTarge
         params["password"] = get("PASSWORD", "")
     if not params["port"].isdigit() or not 0 < int(params["port"]) < 65536:
         raise ConfigError(f"{prefix}_PORT has an invalid port {params['port']!r}: give a number such as 5432")
+    check_sslmode(params["sslmode"], f"{prefix}_SSLMODE")
     return PostgresTarget(params)
 
 
@@ -242,9 +259,20 @@ def _sqlstate(exc: BaseException) -> str | None:
     return getattr(orig, "sqlstate", None)
 
 
+def _session_options(timeout: float, given: str | None) -> str:
+    """libpq ``options``: lock and statement timeouts a little under ``timeout``,
+    so the server ends a long lock wait with its own reason before the call's
+    deadline (what the DSN gives comes after, so it wins)."""
+    lock, statement = (max(1, math.floor(timeout * share * 1000)) for share in SERVER_SHARES)
+    ours = f"-c lock_timeout={lock} -c statement_timeout={statement}"
+    return f"{ours} {given}" if given else ours
+
+
 class PostgresStore(ServerSQLStore):
     name = "postgres"
     max_table_name = MAX_IDENTIFIER
+    bounded_calls = True
+    server_kind = "PostgreSQL server"
     #: The environment variables read: ``<env_prefix>_HOST`` … and ``env_dsn``.
     env_prefix = "PG"
     env_dsn = ENV_DSN
@@ -256,24 +284,36 @@ class PostgresStore(ServerSQLStore):
         table: str = "memories",
         schema: str | None = None,
         env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
         **engine_options: Any,
     ) -> None:
+        from .base import resolve_timeout
+
         env = os.environ if env is None else env
         self.target = resolve_target(dsn, env, self.env_prefix, self.env_dsn)
         self._remember_source(dsn, env)
         self.schema = None if schema is None else validate_table_name(schema, MAX_IDENTIFIER, "schema name")
+        seconds = resolve_timeout(timeout)
         connect_args: dict[str, Any] = {
-            "connect_timeout": CONNECT_TIMEOUT_S,
+            # libpq's own bound (whole seconds, at least 2); the call's deadline is the real one.
+            "connect_timeout": max(2, math.ceil(seconds)),
             "client_encoding": "utf8",
             **self.target.params,
+            "options": _session_options(seconds, self.target.params.get("options")),
             **engine_options.pop("connect_args", {}),
         }
+        connect_args.setdefault("async_creator_fn", self._create_connection)
         engine_options.setdefault("pool_pre_ping", True)
         engine_options.setdefault("isolation_level", "READ COMMITTED")
         engine = create_async_engine("postgresql+psycopg://", connect_args=connect_args, **engine_options)
         location = self.target.location()
         super().__init__(
-            engine, table=table, location=location, schema=self.schema, secret=self.target.password
+            engine,
+            table=table,
+            location=location,
+            schema=self.schema,
+            secret=self.target.password,
+            timeout=seconds,
         )
         #: The schema the table really lives in (``current_schema()`` when none
         #: is given), so every store on one table takes the same locks.
@@ -281,6 +321,20 @@ class PostgresStore(ServerSQLStore):
 
     def _json_type(self) -> sa.types.TypeEngine:
         return JSONB()
+
+    # -- timeouts --------------------------------------------------------
+
+    def _create_connection(self, *args: Any, **kwargs: Any) -> Any:
+        return self._connect_bounded(lambda: psycopg.AsyncConnection.connect(*args, **kwargs))
+
+    def _abort_connection(self, driver_connection: Any) -> None:
+        pgconn = getattr(driver_connection, "pgconn", None)
+        if pgconn is not None and not driver_connection.closed:
+            with contextlib.suppress(Exception):  # already finished: nothing to shut down
+                abort_socket(pgconn.socket)
+
+    def _server_address(self) -> str:
+        return self.target.address
 
     # -- schema ----------------------------------------------------------
 
@@ -384,14 +438,49 @@ class PostgresStore(ServerSQLStore):
                 f"cannot connect to the server at {t.address} (it is down or unreachable): start it, "
                 f"or set {self._setting('HOST', 'PORT')} to a running PostgreSQL"
             )
+        if "SSL" in text and text.startswith("connection "):
+            mode = t.params.get("sslmode", "prefer")
+            reason = _connect_reason(text)
+            if "does not support SSL" in text:
+                return (
+                    f"the server at {t.address} does not support SSL, but sslmode={mode} requires it: "
+                    f"set {self._setting('SSLMODE')} to disable or prefer, or enable SSL on the server"
+                )
+            return (
+                f"the SSL connection to {t.address} failed ({reason}): check {self._setting('SSLMODE')} "
+                "and the server's certificate"
+            )
+        if state == LOCK_NOT_AVAILABLE:
+            return (
+                f"another writer of this user held its lock for more than {self.timeout:g} s: "
+                "try again, or raise --timeout"
+            )
+        if state == QUERY_CANCELED and "statement timeout" in text:
+            return (
+                f"the server stopped a statement that ran for more than {self.timeout:g} s: "
+                "try again, or raise --timeout"
+            )
         if state == CANNOT_CONNECT_NOW or "the database system is" in text:
             return (
                 f"the server at {t.address} is starting up, shutting down or recovering: "
                 "try again in a moment"
             )
+        if text.startswith(("connection failed:", "connection is bad:")):
+            # Refused while connecting: the server's (or libpq's) own reason.
+            return f"cannot connect to the server at {t.address}: {_connect_reason(text)}"
         if self._is_connection_lost(exc):
             return (
                 f"the connection to {t.address} was lost (the server went away or restarted); "
                 "the next call reconnects once the server is back"
             )
         return super()._explain(exc)
+
+
+def _connect_reason(text: str) -> str:
+    """libpq's reason from a connection error, without its "connection to
+    server at …, port … failed:" preamble (the message names the address)."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    first = lines[0] if lines else text
+    first = re.sub(r"^connection (failed|is bad):\s*", "", first)
+    first = re.sub(r"^connection to server (at|on) .*? failed:\s*", "", first)
+    return (first or "no reason given").rstrip(".")

@@ -53,6 +53,7 @@ become one ``BackendError``; passwords are never shown.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -77,10 +78,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from memchat.engine.model import BackendError, ConfigError, Entry, Memory, UserKey, utc
+from memchat.engine.secrets import redact
 
 from ._cache import DecodeCache
 from ._ordering import newest_first
-from .base import Capabilities
+from .base import Capabilities, bounded_lock, resolve_timeout, timeout_message
 
 T = TypeVar("T")
 
@@ -90,9 +92,6 @@ ENV_KEY_PREFIX = "REDIS_KEY_PREFIX"
 DEFAULT_ADDR = "localhost:6379"
 DEFAULT_KEY_PREFIX = "memchat"
 
-#: Seconds ``open`` waits for the first PING, and the socket timeouts.
-OPEN_TIMEOUT = 5.0
-SOCKET_TIMEOUT = 5.0
 #: How often a write section may lose a WATCH race before giving up.
 MAX_ATTEMPTS = 64
 MAX_BACKOFF = 0.05
@@ -344,9 +343,13 @@ class RedisStore:
         *,
         key_prefix: str | None = None,
         env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
         **client_options: Any,
     ) -> None:
         env = os.environ if env is None else env
+        #: Seconds a call may take (connecting, each command, waiting for this
+        #: user's other writers in this process) before it fails.
+        self.timeout = resolve_timeout(timeout)
         self._url, self._url_source = resolve_url(url, env)
         self._url_options = check_url(self._url, self._url_source)
         self.location = mask_url(self._url)
@@ -375,13 +378,22 @@ class RedisStore:
         """The Redis keys holding this user's memories."""
         return user_keys(self.key_prefix, key)
 
+    @property
+    def address(self) -> str:
+        """``host:port`` (or the socket path) of the server, for messages."""
+        opts = self._url_options
+        if opts.get("path"):
+            return str(opts["path"])
+        host = opts.get("host") or "localhost"
+        return f"[{host}]:{opts.get('port') or 6379}" if ":" in host else f"{host}:{opts.get('port') or 6379}"
+
     def _new_client(self) -> aioredis.Redis:
         options: dict[str, Any] = {
-            "socket_connect_timeout": SOCKET_TIMEOUT,
-            "socket_timeout": SOCKET_TIMEOUT,
+            "socket_connect_timeout": self.timeout,
+            "socket_timeout": self.timeout,
             # A few quick retries on a dropped connection: a pooled connection
             # that a restarted server closed is replaced instead of failing the
-            # call. Timeouts are not retried, so a hung server fails in 5 s.
+            # call. Timeouts are not retried: a hung server fails in the timeout.
             "retry": Retry(
                 ExponentialWithJitterBackoff(base=0.02, cap=0.25),
                 retries=3,
@@ -393,10 +405,7 @@ class RedisStore:
         return aioredis.Redis.from_url(self._url, **options)
 
     def _scrub(self, text: str) -> str:
-        password = self._url_options.get("password")
-        if password:
-            text = text.replace(password, "***")
-        return text
+        return redact(text, [self._url_options.get("password")])
 
     def _explain(self, exc: BaseException) -> str:
         """One clear sentence for a driver error; never includes a password."""
@@ -420,7 +429,7 @@ class RedisStore:
         if isinstance(exc, ReadOnlyError):
             return f"the server is a read-only replica: point {ENV_URL} at the primary"
         if isinstance(exc, RedisTimeoutError | TimeoutError):
-            return f"the server did not answer within {SOCKET_TIMEOUT:g} s ({text}); {_FIX}"
+            return timeout_message("Redis server", self.address, self.timeout)
         if isinstance(exc, RedisConnectionError | OSError):
             if "refused" in text.lower() or "connect call failed" in text.lower():
                 return f"the server refused the connection (nothing listens there); {_FIX}"
@@ -428,7 +437,28 @@ class RedisStore:
         return text
 
     def _error(self, action: str, exc: BaseException) -> BackendError:
-        return BackendError(f"redis backend at {self.location}: {action} failed: {self._explain(exc)}")
+        message = f"redis backend at {self.location}: {action} failed: {self._explain(exc)}"
+        return BackendError(self._scrub(message))
+
+    async def _discard_client(self) -> None:
+        """Drop the client and its pool (after a timeout its connections are
+        in an unknown state): the next call connects afresh."""
+        client, self._client, self._ready = self._client, None, False
+        if client is not None:
+            with contextlib.suppress(Exception):  # thrown away: nothing to save
+                async with asyncio.timeout(self.timeout):
+                    await client.aclose()
+
+    async def _bounded(self, action: str, call: Callable[[], Awaitable[T]]) -> T:
+        """``call()`` within ``timeout``; its driver errors become one BackendError."""
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await call()
+        except (RedisTimeoutError, TimeoutError) as exc:
+            await self._discard_client()
+            raise self._error(action, exc) from None
+        except (RedisError, OSError) as exc:
+            raise self._error(action, exc) from exc
 
     def _decode(self, raw: str, key: UserKey, memory_id: str) -> Entry:
         try:
@@ -451,11 +481,7 @@ class RedisStore:
             self._client = self._new_client()
         if self._ready:
             return
-        try:
-            async with asyncio.timeout(OPEN_TIMEOUT):
-                await self._client.ping()
-        except (RedisError, OSError, TimeoutError) as exc:
-            raise self._error("connecting", exc) from exc
+        await self._bounded("connecting", self._client.ping)
         self._ready = True
 
     async def close(self) -> None:
@@ -469,31 +495,45 @@ class RedisStore:
         lock = self._locks.get(key)
         if lock is None:
             lock = self._locks[key] = asyncio.Lock()
-        async with lock:
-            try:
-                for attempt in range(MAX_ATTEMPTS):
-                    async with client.pipeline(transaction=True) as pipe:
-                        try:
-                            await pipe.watch(keys.active, keys.deleted)
-                            tx = _RedisTransaction(self, pipe, key, keys)
-                            try:
-                                result = await work(tx)
-                            except RedisError:
-                                raise
-                            except Exception:
-                                # Confirm the error was decided on a consistent view.
-                                pipe.multi()
-                                await pipe.execute()
-                                raise
-                            pipe.multi()
-                            tx.queue_writes(pipe)
-                            await pipe.execute()
-                            return result
-                        except WatchError:
-                            pass  # another client wrote this user: run the section again
-                    await asyncio.sleep(random.uniform(0, min(MAX_BACKOFF, 0.001 * 2**attempt)))
-            except (RedisError, OSError) as exc:
-                raise self._error("writing", exc) from exc
+        async with bounded_lock(lock, self.timeout, "this user's other writes in this process"):
+            return await self._bounded("writing", lambda: self._section(client, key, keys, work))
+
+    async def _section(
+        self,
+        client: aioredis.Redis,
+        key: UserKey,
+        keys: UserKeys,
+        work: Callable[[_RedisTransaction], Awaitable[T]],
+    ) -> T:
+        for attempt in range(MAX_ATTEMPTS):
+            async with client.pipeline(transaction=True) as pipe:
+                try:
+                    await pipe.watch(keys.active, keys.deleted)
+                    tx = _RedisTransaction(self, pipe, key, keys)
+                    try:
+                        result = await work(tx)
+                    except RedisError:
+                        raise
+                    except Exception:
+                        # Confirm the error was decided on a consistent view.
+                        pipe.multi()
+                        await pipe.execute()
+                        raise
+                    pipe.multi()
+                    tx.queue_writes(pipe)
+                    await pipe.execute()
+                    return result
+                except WatchError:
+                    pass  # another client wrote this user: run the section again
+                except BaseException:
+                    # A timeout or a lost connection: drop the connection, which
+                    # ends the WATCH, so leaving the pipeline sends no UNWATCH
+                    # to a server that may not answer.
+                    if pipe.watching and pipe.connection is not None:
+                        pipe.watching = False
+                        await pipe.connection.disconnect(nowait=True)
+                    raise
+            await asyncio.sleep(random.uniform(0, min(MAX_BACKOFF, 0.001 * 2**attempt)))
         raise BackendError(
             f"redis backend at {self.location}: writing failed: other clients kept changing this "
             f"user's memories during {MAX_ATTEMPTS} attempts; try again"
@@ -501,10 +541,7 @@ class RedisStore:
 
     async def _run(self, action: str, fn: Callable[[aioredis.Redis], Awaitable[T]]) -> T:
         client = await self._connected()
-        try:
-            return await fn(client)
-        except (RedisError, OSError) as exc:
-            raise self._error(action, exc) from exc
+        return await self._bounded(action, lambda: fn(client))
 
     async def get(self, key: UserKey, memory_id: str) -> Entry | None:
         keys = self.keys_for(key)

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import hashlib
 import json
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -33,11 +35,16 @@ from memchat.engine.model import (
     from_micros,
     to_micros,
 )
+from memchat.engine.secrets import redact
 
 from ._cache import DecodeCache
-from .base import Capabilities
+from .base import Capabilities, resolve_timeout, timeout_message
 
 T = TypeVar("T")
+
+#: When (loop time) the store call running in this context must be done: a
+#: connection made for it gives up then too.
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("memchat_sql_deadline", default=None)
 
 _TABLE_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
@@ -70,12 +77,12 @@ def lock_key(*parts: str) -> int:
 
 
 def mask_secret(text: str, secret: str | None) -> str:
-    """``text`` with every occurrence of ``secret`` (a password) replaced by ***.
-    A safety net only: messages are built without the password in the first
-    place, and one of under 4 characters is left alone (masking it would
-    garble the message and hide nothing worth hiding)."""
+    """``text`` with ``secret`` (a password), and any piece of it of 8 or more
+    characters, replaced by ***. A safety net only: messages are built without
+    the password in the first place, and one of under 4 characters is left
+    alone (masking it would garble the message and hide nothing worth hiding)."""
     if secret and len(secret) >= 4:
-        text = text.replace(secret, "***")
+        text = redact(text, [secret])
     return text
 
 
@@ -158,10 +165,15 @@ class SQLStore:
         location: str = "",
         schema: str | None = None,
         secret: str | None = None,
+        timeout: float | None = None,
         **table_options: Any,
     ) -> None:
         self.engine = engine
         self.location = location
+        #: Seconds a call may take (connecting, queries, lock waits) before it fails.
+        self.timeout = resolve_timeout(timeout)
+        #: The driver connections this store made, shut down when a call times out.
+        self._connections: weakref.WeakSet[Any] = weakref.WeakSet()
         #: Masked (***) out of every error message (a DSN password).
         self._secret = secret
         self.metadata = sa.MetaData()
@@ -202,6 +214,59 @@ class SQLStore:
         """The server is unreachable or dropped the connection."""
         return bool(getattr(exc, "connection_invalidated", False)) or isinstance(exc, OSError)
 
+    #: A client/server store bounds every call by ``timeout`` (``_bounded``);
+    #: an embedded one relies on its busy timeout.
+    bounded_calls = False
+    #: What ``timeout_message`` calls the server ("PostgreSQL server").
+    server_kind = "server"
+
+    def _server_address(self) -> str:
+        return self.location
+
+    def _abort_connection(self, driver_connection: Any) -> None:
+        """Make a call waiting on this driver connection fail now (a server
+        that stopped answering): shut its socket down."""
+
+    async def _connect_bounded(self, connect: Callable[[], Awaitable[Any]]) -> Any:
+        """A new driver connection (for ``async_creator``), made within the
+        current call's deadline (or ``timeout`` outside one)."""
+        loop = asyncio.get_running_loop()
+        deadline = _DEADLINE.get()
+        async with asyncio.timeout_at(deadline if deadline is not None else loop.time() + self.timeout):
+            connection = await connect()
+        self._connections.add(connection)
+        return connection
+
+    @contextlib.asynccontextmanager
+    async def _bounded(self) -> AsyncIterator[list[bool]]:
+        """Bound one store call by ``timeout``. When it runs out, every
+        connection of this store is shut down, so the driver raises at once
+        (its transaction never commits) and the pool discards it; the list
+        yielded then holds True, and the caller reports the timeout."""
+        expired: list[bool] = []
+        if not self.bounded_calls:
+            yield expired
+            return
+        loop = asyncio.get_running_loop()
+
+        def expire() -> None:
+            expired.append(True)
+            for connection in list(self._connections):
+                self._abort_connection(connection)
+
+        handle = loop.call_later(self.timeout, expire)
+        token = _DEADLINE.set(loop.time() + self.timeout)
+        try:
+            yield expired
+        finally:
+            _DEADLINE.reset(token)
+            handle.cancel()
+
+    def _timed_out(self, action: str) -> BackendError:
+        message = timeout_message(self.server_kind, self._server_address(), self.timeout)
+        message = f"{self.name} backend at {self.location or '?'}: {action} failed: {message}"
+        return BackendError(mask_secret(message, self._secret))
+
     async def _create_schema(self) -> None:
         """Create the tables (and indexes) if missing; safe to race with other processes."""
         async with self._write_engine.begin() as conn:
@@ -216,26 +281,31 @@ class SQLStore:
         message = f"{self.name} backend at {self.location or '?'}: {action} failed: {self._explain(exc)}"
         return BackendError(mask_secret(message, self._secret))
 
-    async def _failed(self, action: str, exc: BaseException) -> BackendError:
-        """The error to raise for ``exc``; when the connection is gone, the pool
-        is discarded too, so the next call connects afresh (no restart needed)."""
-        if self._is_connection_lost(exc):
+    async def _failed(self, action: str, exc: BaseException, expired: bool = False) -> BackendError:
+        """The error to raise for ``exc``; when the connection is gone (or the
+        call timed out: its connection is in an unknown state), the pool is
+        discarded too, so the next call connects afresh (no restart needed)."""
+        timed_out = expired or isinstance(exc, TimeoutError)
+        if timed_out or self._is_connection_lost(exc):
             with contextlib.suppress(Exception):  # the pool is thrown away; nothing to save
                 await self.engine.dispose()
-        return self._error(action, exc)
+        return self._timed_out(action) if timed_out else self._error(action, exc)
 
     async def open(self) -> None:
         if self._schema_ready:
             return
-        try:
-            await self._create_schema()
-        except Exception as exc:
-            # A failed open keeps no connection: the caller may never close us.
-            with contextlib.suppress(Exception):
-                await self.engine.dispose()
-            if isinstance(exc, SQLAlchemyError | OSError):
-                raise self._error("connecting and creating the table", exc) from exc
-            raise
+        async with self._bounded() as expired:
+            try:
+                await self._create_schema()
+            except Exception as exc:
+                # A failed open keeps no connection: the caller may never close us.
+                with contextlib.suppress(Exception):
+                    await self.engine.dispose()
+                if expired or isinstance(exc, TimeoutError):
+                    raise self._timed_out("connecting and creating the table") from exc
+                if isinstance(exc, SQLAlchemyError | OSError):
+                    raise self._error("connecting and creating the table", exc) from exc
+                raise
         self._schema_ready = True
 
     async def close(self) -> None:
@@ -315,29 +385,31 @@ class SQLStore:
 
     async def _read(self, action: str, fn: Callable[[AsyncConnection], Awaitable[T]]) -> T:
         await self.open()
-        try:
-            async with self.engine.connect() as conn:
-                return await fn(conn)
-        except (SQLAlchemyError, OSError) as exc:
-            raise await self._failed(action, exc) from exc
+        async with self._bounded() as expired:
+            try:
+                async with self.engine.connect() as conn:
+                    return await fn(conn)
+            except (SQLAlchemyError, OSError) as exc:
+                raise await self._failed(action, exc, bool(expired)) from exc
 
     # -- Store -----------------------------------------------------------
 
     async def atomic(self, key: UserKey, work: Callable[[_SQLTransaction], Awaitable[T]]) -> T:
         await self.open()
         attempt = 0
-        while True:
-            attempt += 1
-            try:
-                async with self._write_engine.begin() as conn:
-                    await self._begin_user(conn, key)
-                    return await work(_SQLTransaction(self, conn, key))
-            except (SQLAlchemyError, OSError) as exc:
-                if attempt < self.max_attempts and self._is_retryable(exc):
-                    # Rolled back whole: run the section again after a short pause.
-                    await asyncio.sleep(0.01 * attempt)
-                    continue
-                raise await self._failed("writing", exc) from exc
+        async with self._bounded() as expired:
+            while True:
+                attempt += 1
+                try:
+                    async with self._write_engine.begin() as conn:
+                        await self._begin_user(conn, key)
+                        return await work(_SQLTransaction(self, conn, key))
+                except (SQLAlchemyError, OSError) as exc:
+                    if not expired and attempt < self.max_attempts and self._is_retryable(exc):
+                        # Rolled back whole: run the section again after a short pause.
+                        await asyncio.sleep(0.01 * attempt)
+                        continue
+                    raise await self._failed("writing", exc, bool(expired)) from exc
 
     async def get(self, key: UserKey, memory_id: str) -> Entry | None:
         return await self._read("reading", lambda conn: self._get(conn, key, memory_id))

@@ -20,10 +20,10 @@ from sqlalchemy.pool import StaticPool
 
 from memchat.engine.model import ConfigError
 
+from .base import resolve_timeout
 from .sql import SQLStore
 
 ENV_DSN = "SQLITE_MEMORY_DSN"
-BUSY_TIMEOUT_MS = 30_000
 
 
 def default_path() -> Path:
@@ -66,9 +66,11 @@ class SQLiteStore(SQLStore):
         *,
         table: str = "memories",
         env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
         **engine_options: Any,
     ) -> None:
         env = os.environ if env is None else env
+        seconds = resolve_timeout(timeout)
         dsn = dsn or env.get(ENV_DSN) or ""
         if dsn:
             path = parse_dsn(dsn)
@@ -84,11 +86,12 @@ class SQLiteStore(SQLStore):
         else:
             engine = create_async_engine(
                 sa.URL.create("sqlite+aiosqlite", database=path),
-                connect_args={"timeout": BUSY_TIMEOUT_MS / 1000},
+                # How long a writer waits for another process's write lock.
+                connect_args={"timeout": seconds},
                 **engine_options,
             )
-        _install_transaction_control(engine.sync_engine, wal=path != ":memory:")
-        super().__init__(engine, table=table, location=path)
+        _install_transaction_control(engine.sync_engine, wal=path != ":memory:", busy_timeout=seconds)
+        super().__init__(engine, table=table, location=path, timeout=seconds)
         self._write_engine = engine.execution_options(sqlite_immediate=True)
 
     def _upsert(self, row: dict[str, Any]) -> sa.Executable:
@@ -106,11 +109,14 @@ class SQLiteStore(SQLStore):
                 f"create it or set {ENV_DSN} to a writable file"
             )
         if "database is locked" in text:
-            return f"{self.path} stayed locked by another process for {BUSY_TIMEOUT_MS // 1000} s"
+            return (
+                f"{self.path} stayed locked by another process for {self.timeout:g} s: "
+                "try again, or raise --timeout"
+            )
         return text
 
 
-def _install_transaction_control(sync_engine: sa.Engine, *, wal: bool) -> None:
+def _install_transaction_control(sync_engine: sa.Engine, *, wal: bool, busy_timeout: float) -> None:
     """Take transaction control from the driver so that a write section can
     start with BEGIN IMMEDIATE (the write lock is taken before the first read,
     so two processes cannot both read-then-write the same user)."""
@@ -119,7 +125,7 @@ def _install_transaction_control(sync_engine: sa.Engine, *, wal: bool) -> None:
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        cursor.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        cursor.execute(f"PRAGMA busy_timeout = {max(1, round(busy_timeout * 1000))}")
         if wal:
             cursor.execute("PRAGMA journal_mode = WAL")
             cursor.execute("PRAGMA synchronous = NORMAL")

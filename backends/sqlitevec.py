@@ -39,9 +39,9 @@ from sqlalchemy.pool import StaticPool
 
 from memchat.engine.model import BackendError, ConfigError, Entry, UserKey
 
-from .base import Capabilities, resolve_dimension
+from .base import Capabilities, resolve_dimension, resolve_timeout
 from .sql import SQLStore, short_identifier
-from .sqlite import BUSY_TIMEOUT_MS, SQLiteStore, _install_transaction_control, default_path, parse_dsn
+from .sqlite import SQLiteStore, _install_transaction_control, default_path, parse_dsn
 
 T = TypeVar("T")
 
@@ -174,9 +174,11 @@ class SQLiteVecStore(SQLiteStore):
         table: str = "memories",
         dimension: int | None = None,
         env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
         **engine_options: Any,
     ) -> None:
         env = os.environ if env is None else env
+        seconds = resolve_timeout(timeout)
         self.dimension = resolve_dimension(dimension, env, ENV_DIMENSION)
         dsn = dsn or env.get(ENV_DSN) or ""
         if dsn:
@@ -198,11 +200,11 @@ class SQLiteVecStore(SQLiteStore):
             engine = create_async_engine(
                 sa.URL.create("sqlite+aiosqlite", database=path),
                 module=module,
-                connect_args={"timeout": BUSY_TIMEOUT_MS / 1000},
+                connect_args={"timeout": seconds},
                 **engine_options,
             )
-        _install_transaction_control(engine.sync_engine, wal=path != ":memory:")
-        SQLStore.__init__(self, engine, table=table, location=path)
+        _install_transaction_control(engine.sync_engine, wal=path != ":memory:", busy_timeout=seconds)
+        SQLStore.__init__(self, engine, table=table, location=path, timeout=seconds)
         self._write_engine = engine.execution_options(sqlite_immediate=True)
         self._vec_name = short_identifier(f"{self.table.name}_vec", 64)
 

@@ -32,7 +32,7 @@ BACKEND_VARIABLES: dict[str, tuple[str, ...]] = {
                  "MYSQLVEC_DATABASE", "MYSQLVEC_EMBEDDER_MODEL", "MYSQLVEC_DIMENSION"),
     "postgres": ("POSTGRES_DSN", "PG_HOST", "PG_PORT", "PG_USER", "PG_PASSWORD", "PG_DATABASE", "PG_SSLMODE"),
     "pgvector": ("PGVECTOR_DSN", "PGVECTOR_HOST", "PGVECTOR_PORT", "PGVECTOR_USER", "PGVECTOR_PASSWORD",
-                 "PGVECTOR_DATABASE", "PGVECTOR_EMBEDDER_MODEL"),
+                 "PGVECTOR_DATABASE", "PGVECTOR_SSLMODE", "PGVECTOR_EMBEDDER_MODEL"),
     "chromadb": ("CHROMA_BASE_URL", "CHROMA_PATH", "CHROMA_COLLECTION", "CHROMA_EMBEDDER_MODEL",
                  "CHROMA_API_KEY", "CHROMA_BEARER_TOKEN", "CHROMA_TENANT", "CHROMA_DATABASE"),
     "embeddings": ("OPENAI_EMBEDDING_MODEL", "OPENAI_EMBEDDING_API_KEY", "OPENAI_EMBEDDING_BASE_URL"),
@@ -61,6 +61,7 @@ ENV_NAMES = {
     "workers": "MEMCHAT_EXTRACT_WORKERS",
     "queue_size": "MEMCHAT_EXTRACT_QUEUE_SIZE",
     "job_timeout": "MEMCHAT_EXTRACT_JOB_TIMEOUT",
+    "timeout": "MEMCHAT_TIMEOUT",
     "expose_tools": "MEMCHAT_EXPOSE_TOOLS",
 }
 
@@ -69,6 +70,7 @@ CONFIG_KEYS = {
     ("memory", "backend"): "memory",
     ("memory", "soft_delete"): "soft_delete",
     ("memory", "limit"): "limit",
+    ("memory", "timeout"): "timeout",
     ("session", "app"): "app",
     ("session", "user"): "user",
     ("model", "name"): "model",
@@ -99,8 +101,10 @@ EXTRACTION_FLAGS = {
     "queue_size": "--queue-size",
     "job_timeout": "--job-timeout",
 }
+#: Fields kept exactly as given (user and app name who owns the memories).
+EXACT_STRINGS = {"user", "app"}
 #: Fields holding seconds, given as 90, "90s", "3m", "1h30m"…
-DURATIONS = {"extract_interval", "job_timeout"}
+DURATIONS = {"extract_interval", "job_timeout", "timeout"}
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,9 @@ class Settings:
     workers: int = 1
     queue_size: int = 10
     job_timeout: float = 30.0
+    #: Seconds a memory backend may take to answer (connecting, each call, lock
+    #: waits) before the call fails with a clear error.
+    timeout: float = 10.0
     #: Tools shown to the model in auto mode besides memory_search (e.g. memory_add).
     expose_tools: tuple[str, ...] = ()
     #: Merged environment handed to the backend factories and model clients.
@@ -209,6 +216,7 @@ class Settings:
         from backends import check_name
 
         name = check_name(self.memory)
+        self._validate_scope()
         if self.preload < -1:
             raise ConfigError(
                 f"preload must be -1 (all), 0 (off) or a number of memories, not {self.preload}"
@@ -228,8 +236,34 @@ class Settings:
                 raise ConfigError(
                     f"unknown tool {tool!r} for --expose-tool: choose from {', '.join(ALL_TOOLS)}"
                 )
+        if not self.timeout > 0 or self.timeout == float("inf"):
+            raise ConfigError("--timeout must be a positive duration such as 10s")
         self._validate_extraction()
         return replace(self, memory=name)
+
+    def _validate_scope(self) -> None:
+        """An empty or blank user or app is an error, never a silent default
+        (an empty environment variable still means unset: it never gets here)."""
+        scopes = (("user", "--user", "a user ID", "alice"), ("app", "--app", "an app name", "my-app"))
+        for name, flag, noun, example in scopes:
+            value = getattr(self, name)
+            origin = self.sources.get(name, "")
+            if isinstance(value, str) and value.strip():
+                _check_identity(name, value, origin, flag)
+                continue
+            default = getattr(Settings, name)
+            if origin == "command line":
+                where = flag
+                fix = f"give {noun} such as {flag} {example}, or leave the option out for {default!r}"
+            elif origin.startswith("config file "):
+                where = f"{origin.removeprefix('config file ')} in the config file"
+                fix = f"set {noun} or remove the line (the default is {default!r})"
+            elif origin:  # the environment or a .env file: "<where> VARIABLE"
+                where = origin.rsplit(" ", 1)[-1]
+                fix = f"set it to {noun} or unset it (the default is {default!r})"
+            else:
+                where, fix = name, f"give {noun} (the default is {default!r})"
+            raise ConfigError(f"{where} is empty: {fix}")
 
     def _validate_extraction(self) -> None:
         from memchat.engine.extraction import POLICIES
@@ -271,6 +305,23 @@ class Settings:
         if shown["api_key"]:
             shown["api_key"] = "***"
         return shown
+
+
+def _check_identity(name: str, value: str, origin: str, flag: str) -> None:
+    """The engine's rule for a user id or app name (no control characters, at
+    most 255 characters), said with where the value came from."""
+    from memchat.engine.model import InvalidKeyError, UserKey
+    from memchat.engine.validation import check_key
+
+    key = UserKey(app=value, user="user") if name == "app" else UserKey(app="app", user=value)
+    try:
+        check_key(key)
+    except InvalidKeyError as exc:
+        if origin.startswith("config file "):
+            where = f"{origin.removeprefix('config file ')} in the config file"
+        else:
+            where = flag if origin in ("", "command line") else origin.rsplit(" ", 1)[-1]
+        raise ConfigError(f"{where} is not usable: {exc}") from None
 
 
 def _find_config(cwd: Path, environ: Mapping[str, str]) -> Path | None:
@@ -362,6 +413,9 @@ def _coerce(name: str, value: Any) -> Any:
     if kind == "tuple[str, ...]":
         items = value.split(",") if isinstance(value, str) else list(value)
         return tuple(i.strip() for i in items if str(i).strip())
+    if name in EXACT_STRINGS:
+        # An identity is taken as typed: stripping " bob" would silently reach user "bob".
+        return str(value)
     if kind == "str":
         return str(value).strip()
     return value

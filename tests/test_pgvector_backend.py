@@ -215,6 +215,20 @@ def test_pgvector_dsn_wins_over_the_separate_variables() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("env", "source"),
+    [
+        ({"PGVECTOR_SSLMODE": "bogus"}, "PGVECTOR_SSLMODE"),
+        ({"PGVECTOR_DSN": "postgresql://u@h/db?sslmode=strict"}, "PGVECTOR_DSN"),
+    ],
+)
+def test_an_invalid_sslmode_is_a_config_error(env, source) -> None:
+    with pytest.raises(ConfigError, match=f"^{source} has an invalid sslmode .*: use one of disable, allow"):
+        create("pgvector", env=env)
+    store = create("pgvector", env={"PGVECTOR_SSLMODE": "verify-full"})
+    assert store.target.params["sslmode"] == "verify-full"
+
+
 def test_the_defaults_are_the_references() -> None:
     store = create("pgvector", env={})
     assert store.target.location() == "postgres@localhost:5432/trpc-agent-go-pgmemory"

@@ -105,3 +105,29 @@ def test_tool_switches(tmp_path) -> None:
         Settings.load(
             {"enable_tools": ("memory_load",), "disable_tools": ("memory_load",)}, environ={}, cwd=tmp_path
         )
+
+
+def test_the_backend_timeout_from_each_layer(tmp_path) -> None:
+    assert Settings.load({}, environ={}, cwd=tmp_path).timeout == 10.0
+    write(tmp_path / "memchat.toml", '[memory]\ntimeout = "30s"\n')
+    assert Settings.load({}, environ={}, cwd=tmp_path).timeout == 30.0
+    s = Settings.load({}, environ={"MEMCHAT_TIMEOUT": "1m"}, cwd=tmp_path)
+    assert s.timeout == 60.0 and s.sources["timeout"] == "environment MEMCHAT_TIMEOUT"
+    assert Settings.load({"timeout": "500ms"}, environ={"MEMCHAT_TIMEOUT": "1m"}, cwd=tmp_path).timeout == 0.5
+
+
+@pytest.mark.parametrize("value", ["0", "-3s", "soon", "nan"])
+def test_a_timeout_that_is_not_a_positive_duration_is_one_clear_error(tmp_path, value) -> None:
+    with pytest.raises(
+        ConfigError, match=r"(--timeout must be a positive duration|MEMCHAT_TIMEOUT must be a duration)"
+    ):
+        Settings.load({}, environ={"MEMCHAT_TIMEOUT": value}, cwd=tmp_path)
+
+
+def test_the_documented_config_file_states_the_timeout_default() -> None:
+    import tomllib
+    from pathlib import Path
+
+    config = tomllib.loads((Path(__file__).parents[1] / "config" / "memchat.toml").read_text())
+    assert config["memory"]["timeout"] == "10s"
+    assert "MEMCHAT_TIMEOUT=10s" in (Path(__file__).parents[1] / "config" / ".env.example").read_text()

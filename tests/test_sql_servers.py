@@ -144,6 +144,83 @@ def test_a_malformed_postgres_dsn_is_a_config_error_without_the_password(dsn: st
     assert "pw" not in str(info.value).replace("POSTGRES_DSN", "")
 
 
+@pytest.mark.parametrize(
+    ("options", "source"),
+    [
+        ({"dsn": "postgresql://u:pw@h/d?sslmode=bogus"}, "the PostgreSQL DSN"),
+        ({"dsn": "host=h sslmode=REQUIRE password=pw"}, "the PostgreSQL DSN"),
+        ({"env": {"POSTGRES_DSN": "host=h sslmode=on"}}, "POSTGRES_DSN"),
+        ({"env": {"PG_SSLMODE": "bogus", "PG_PASSWORD": "pw"}}, "PG_SSLMODE"),
+    ],
+)
+def test_an_invalid_sslmode_is_a_config_error_naming_the_valid_ones(options, source) -> None:
+    with pytest.raises(ConfigError) as info:
+        create("postgres", **options)
+    message = str(info.value)
+    assert message.startswith(f"{source} has an invalid sslmode ")
+    assert message.endswith("use one of disable, allow, prefer, require, verify-ca, verify-full")
+    assert "pw" not in message.replace("PG_", "")
+
+
+@pytest.mark.parametrize("mode", ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"])
+def test_every_libpq_sslmode_is_accepted(mode: str) -> None:
+    assert create("postgres", dsn=f"postgresql://h/d?sslmode={mode}").target.params["sslmode"] == mode
+    assert create("postgres", env={"PG_SSLMODE": mode}).target.params["sslmode"] == mode
+
+
+async def test_sslmode_require_against_a_server_without_ssl_gives_the_servers_reason(tmp_path: Path) -> None:
+    options = HARNESSES["postgres"](tmp_path).options
+    password = "not-the-real-" + SECRET
+    target = parse_pg_dsn(options["dsn"])
+    dsn = (
+        f"host={target.params.get('host', '127.0.0.1')} port={target.params.get('port', '5432')} "
+        f"dbname={target.database} user={target.user} password='{password}' sslmode=require"
+    )
+    if await _ssl_is_offered(target.params):
+        pytest.skip("this PostgreSQL offers SSL: nothing to show")
+    message = await _failure(create("postgres", dsn=dsn, table=options["table"]))
+    assert "was lost" not in message and password not in message
+    assert message.endswith(
+        "does not support SSL, but sslmode=require requires it: set the sslmode in the DSN to disable "
+        "or prefer, or enable SSL on the server"
+    ), message
+
+
+async def _ssl_is_offered(params: dict[str, str]) -> bool:
+    import psycopg
+
+    def probe() -> bool:
+        try:
+            with psycopg.connect(**{**params, "sslmode": "require"}, connect_timeout=5):
+                return True
+        except psycopg.OperationalError as exc:
+            if "does not support SSL" in str(exc):
+                return False
+            pytest.skip(f"PostgreSQL is not reachable: {exc}")
+            raise
+
+    return await asyncio.to_thread(probe)
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "root:pw@tcp(db:3306)/mem?tls=true",
+        "root:pw@tcp(db:3306)/mem?tls=skip-verify",
+        "mysql://root:pw@db/mem?ssl-mode=REQUIRED",
+        "mysql://root:pw@db/mem?ssl_ca=/etc/ca.pem",
+    ],
+)
+def test_a_mysql_tls_option_is_refused_rather_than_ignored(dsn: str) -> None:
+    with pytest.raises(
+        ConfigError, match=r"asks for TLS .* which the MySQL backends do not support yet"
+    ) as info:
+        create("mysql", env={"MYSQL_DSN": dsn})
+    assert "pw" not in str(info.value).replace("MYSQL_DSN", "")
+    for off in ("root:pw@tcp(db:3306)/mem?tls=false", "mysql://root:pw@db/mem?ssl-mode=DISABLED"):
+        create("mysql", env={"MYSQL_DSN": off})
+
+
 def test_mysql_defaults_are_the_references() -> None:
     store = create("mysql", env={})
     assert store.target == MySQLTarget("localhost", 3306, "root", "", "trpc_agent_go")

@@ -138,7 +138,7 @@ def create_service(settings: Settings) -> MemoryService:
             # A remote embedder (OPENAI_EMBEDDING_MODEL) fixes the index dimension.
             store_options["dimension"] = embedder.dimension
     return MemoryService(
-        create(settings.memory, env=settings.env, **store_options),
+        create(settings.memory, env=settings.env, timeout=settings.timeout, **store_options),
         embedder=embedder,
         soft_delete=settings.soft_delete,
         limit=settings.limit,

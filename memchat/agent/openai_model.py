@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from memchat.agent.llm import ModelConfig, ModelError, ModelEvent, ModelReply, TextChunk, ToolCall, Usage
+from memchat.engine.secrets import redact
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; openai is imported lazily
     from openai import AsyncOpenAI
@@ -285,26 +286,27 @@ class OpenAIChatModel:
             if status == 429:
                 return f"rate limited (429) by {host}{after} — wait and try again"
             if status >= 500 or status in _RETRYABLE:
-                detail = _server_detail(exc)
+                detail = _server_detail(exc, self._keys())
                 return (
                     f"server error {status} from {host}{after}"
                     + (f" ({detail})" if detail else "")
                     + " — try again later"
                 )
-            detail = _server_detail(exc)
+            detail = _server_detail(exc, self._keys())
             return f"{host} rejected the request ({status})" + (f": {detail}" if detail else "")
         if isinstance(exc, openai.APIError):  # an error event inside the stream
-            detail = _server_detail(exc)
+            detail = _server_detail(exc, self._keys())
             where = "mid-answer" if emitted else "while answering"
             return f"{host} reported an error {where}" + (f": {detail}" if detail else "") + " — try again"
         return f"the call to {host} failed ({type(exc).__name__}) — try again"
 
+    def _keys(self) -> list[str]:
+        return [k for k in (self.config.api_key, os.environ.get("OPENAI_API_KEY")) if k]
+
     def _scrub(self, text: str) -> str:
-        keys = {self.config.api_key, os.environ.get("OPENAI_API_KEY") or ""}
-        for key in sorted(keys, key=len, reverse=True):
-            if len(key) >= 4:
-                text = text.replace(key, "***")
-        return text
+        """``text`` without the key or any piece of it of 8+ characters (a server
+        often echoes part of a rejected key)."""
+        return redact(text, self._keys())
 
 
 # -- helpers ----------------------------------------------------------------
@@ -374,8 +376,9 @@ def _retry_after(headers: Any) -> float | None:
         return None
 
 
-def _server_detail(exc: Any, limit: int = 160) -> str:
-    """The server's own error message from the response body, shortened (never the SDK's wrapper text)."""
+def _server_detail(exc: Any, secrets: list[str], limit: int = 160) -> str:
+    """The server's own error message from the response body, shortened (never
+    the SDK's wrapper text), with ``secrets`` masked before it is cut."""
     body = getattr(exc, "body", None)
     message: Any = None
     if isinstance(body, Mapping):
@@ -387,7 +390,7 @@ def _server_detail(exc: Any, limit: int = 160) -> str:
         message = body
     if not isinstance(message, str):
         return ""
-    message = " ".join(message.split())
+    message = redact(" ".join(message.split()), secrets)
     message = _KEYLIKE.sub("***", message)
     return message if len(message) <= limit else message[: limit - 1] + "…"
 

@@ -411,9 +411,10 @@ class OpenAIEmbedder:
         return self.base_url or "api.openai.com"
 
     def _scrub(self, text: str) -> str:
-        if self._api_key:
-            text = text.replace(self._api_key, "***")
-        return re.sub(r"sk-[A-Za-z0-9_\-*]{6,}", "sk-***", text)
+        """``text`` without the key or any piece of it of 8+ characters."""
+        from .secrets import redact
+
+        return re.sub(r"sk-[A-Za-z0-9_\-*]{6,}", "sk-***", redact(text, [self._api_key]))
 
     def _explain(self, exc: Exception) -> str:
         import openai
@@ -440,10 +441,10 @@ class OpenAIEmbedder:
                 )
             if status == 429:
                 return f"the embedding service at {where} is rate limiting (429): wait and try again"
-            message = str(getattr(exc, "message", "") or "").strip().splitlines()
+            message = self._scrub(str(getattr(exc, "message", "") or "")).strip().splitlines()
             detail = f": {message[0][:200]}" if message else ""
             return f"the embedding service at {where} answered HTTP {status}{detail}"
-        return f"the embedding service at {where} failed ({type(exc).__name__}): {exc}"
+        return f"the embedding service at {where} failed ({type(exc).__name__}): {self._scrub(str(exc))}"
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:

@@ -42,3 +42,11 @@ def test_chroma_uses_the_chroma_prefix(tmp_path) -> None:
 def test_keyword_backends_get_no_embedder(tmp_path) -> None:
     svc = service_for(tmp_path, "sqlite", {"SQLITE_MEMORY_DSN": str(tmp_path / "k.db")})
     assert not svc.is_vector_store
+
+
+def test_the_timeout_setting_reaches_the_store(tmp_path) -> None:
+    env = {"SQLITE_MEMORY_DSN": str(tmp_path / "t.db"), "MEMCHAT_TIMEOUT": "2.5s"}
+    assert service_for(tmp_path, "sqlite", env).store.timeout == 2.5
+    env = {"REDIS_ADDR": "127.0.0.1:6379", "MEMCHAT_TIMEOUT": "750ms"}
+    assert service_for(tmp_path, "redis", env).store.timeout == 0.75
+    assert service_for(tmp_path, "inmemory", {}).store.timeout == 10.0
