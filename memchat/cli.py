@@ -7,7 +7,9 @@ Heavy modules (backends' drivers) are imported only inside the commands, so
 from __future__ import annotations
 
 import asyncio
-import json
+import contextlib
+import os
+import re
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -16,6 +18,7 @@ from typing import Annotated, Any, NoReturn, TypeVar
 import typer
 
 from .engine.model import MemchatError
+from .safe_text import one_line, printable, safe_json
 
 T = TypeVar("T")
 
@@ -44,8 +47,32 @@ def _backend_epilog() -> str:
         lines.append(f"  {backend}: {', '.join(names)}")
     lines.append("Model: OPENAI_API_KEY, OPENAI_BASE_URL, MEMCHAT_MODEL (or MODEL_NAME).")
     lines.append("Defaults: MEMCHAT_MEMORY, MEMCHAT_USER, MEMCHAT_APP, MEMCHAT_PRELOAD, MEMCHAT_STREAMING,")
-    lines.append("  MEMCHAT_SOFT_DELETE, MEMCHAT_MEMORY_LIMIT, MEMCHAT_CONFIG (a memchat.toml).")
+    lines.append(
+        "  MEMCHAT_SOFT_DELETE, MEMCHAT_MEMORY_LIMIT, MEMCHAT_TIMEOUT, MEMCHAT_CONFIG (a memchat.toml)."
+    )
     return "\n".join(lines)
+
+
+def _check_utf8(value: Any, what: str) -> None:
+    """Arguments that were not UTF-8 reach Python as surrogate escapes
+    (``\\udcff`` for the byte 0xff): refuse them with one sentence."""
+    for item in value if isinstance(value, list | tuple) else (value,):
+        if not isinstance(item, str):
+            continue
+        bad = next((ch for ch in item if "\ud800" <= ch <= "\udfff"), None)
+        if bad is not None:
+            byte = f" (byte 0x{ord(bad) - 0xDC00:02x})" if "\udc80" <= bad <= "\udcff" else ""
+            _fail(f"{what} is not valid UTF-8 text{byte}: check your terminal's encoding")
+
+
+def _utf8(what: str) -> Callable[[Any], Any]:
+    """A Typer parameter callback that rejects text that is not UTF-8."""
+
+    def check(value: Any) -> Any:
+        _check_utf8(value, what)
+        return value
+
+    return check
 
 
 BackendOpt = Annotated[
@@ -56,13 +83,34 @@ BackendOpt = Annotated[
         help="Storage backend: inmemory, sqlite, sqlitevec, redis, mysql, mysqlvec, postgres, pgvector, "
         "chromadb (default: $MEMCHAT_MEMORY, else sqlite in the user data folder).",
         show_default=False,
+        callback=_utf8("--memory"),
     ),
 ]
 UserOpt = Annotated[
-    str | None, typer.Option("--user", "-u", help="User id (default: user).", show_default=False)
+    str | None,
+    typer.Option(
+        "--user", "-u", help="User id (default: user).", show_default=False, callback=_utf8("--user")
+    ),
 ]
 AppOpt = Annotated[
-    str | None, typer.Option("--app", help="App name (default: memory-chat).", show_default=False)
+    str | None,
+    typer.Option(
+        "--app", help="App name (default: memory-chat).", show_default=False, callback=_utf8("--app")
+    ),
+]
+TimeoutOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--timeout",
+        help="Give up on a backend operation (connect, query, lock wait) after this long, e.g. 10s "
+        "(default 10s).",
+        show_default=False,
+        callback=_utf8("--timeout"),
+    ),
+]
+YesOpt = Annotated[
+    bool,
+    typer.Option("--yes", "-y", help="Do not ask for confirmation (required when stdin is not a terminal)."),
 ]
 SoftOpt = Annotated[
     bool | None,
@@ -79,8 +127,23 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tex
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:
-    typer.echo(f"memchat: {message}", err=True)
+    typer.echo(f"memchat: {printable(message)}", err=True)
     raise typer.Exit(code)
+
+
+def _stdin_is_terminal() -> bool:
+    """Whether a person can answer a question (tests replace this)."""
+    try:
+        return sys.stdin.isatty()
+    except (AttributeError, ValueError):  # replaced or closed
+        return False
+
+
+def _confirm(question: str) -> None:
+    """Ask on the terminal (on stderr, outside any event loop, so ctrl+c just
+    aborts); "no" exits 1 with nothing changed."""
+    if not typer.confirm(question, default=False, err=True):
+        _fail("nothing was deleted", code=1)
 
 
 def _settings(**flags: Any) -> Any:
@@ -117,7 +180,9 @@ def chat(
     model: Annotated[
         str | None,
         typer.Option(
-            "--model", help="Chat model (default: deepseek-v4-flash; 'offline' for the offline model)."
+            "--model",
+            help="Chat model (default: deepseek-v4-flash; 'offline' for the offline model).",
+            callback=_utf8("--model"),
         ),
     ] = None,
     streaming: Annotated[
@@ -131,16 +196,24 @@ def chat(
     ] = None,
     user: UserOpt = None,
     app_name: AppOpt = None,
+    timeout: TimeoutOpt = None,
     plain: Annotated[
         bool, typer.Option("--plain", help="Line-mode chat (automatic when not on a terminal).")
     ] = False,
     env_file: EnvFileOpt = None,
     enable_tool: Annotated[
         list[str] | None,
-        typer.Option("--enable-tool", help="Enable a memory tool, e.g. memory_delete (repeatable)."),
+        typer.Option(
+            "--enable-tool",
+            help="Enable a memory tool, e.g. memory_delete (repeatable).",
+            callback=_utf8("--enable-tool"),
+        ),
     ] = None,
     disable_tool: Annotated[
-        list[str] | None, typer.Option("--disable-tool", help="Disable a memory tool (repeatable).")
+        list[str] | None,
+        typer.Option(
+            "--disable-tool", help="Disable a memory tool (repeatable).", callback=_utf8("--disable-tool")
+        ),
     ] = None,
     extract: Annotated[
         bool | None,
@@ -158,6 +231,7 @@ def chat(
             help="Model of the extractor (default: the chat model; 'offline' for the rule-based one, "
             "also used without OPENAI_API_KEY).",
             show_default=False,
+            callback=_utf8("--extract-model"),
         ),
     ] = None,
     extract_every: Annotated[
@@ -176,6 +250,7 @@ def chat(
             help="Extract once this long has passed since the last extraction, e.g. 90s, 3m, 1h "
             "(with --extract-every: whichever comes first).",
             show_default=False,
+            callback=_utf8("--extract-interval"),
         ),
     ] = None,
     workers: Annotated[
@@ -194,7 +269,10 @@ def chat(
     job_timeout: Annotated[
         str | None,
         typer.Option(
-            "--job-timeout", help="Time limit of one extraction, e.g. 30s (default).", show_default=False
+            "--job-timeout",
+            help="Time limit of one extraction, e.g. 30s (default).",
+            show_default=False,
+            callback=_utf8("--job-timeout"),
         ),
     ] = None,
     expose_tool: Annotated[
@@ -202,6 +280,7 @@ def chat(
         typer.Option(
             "--expose-tool",
             help="In auto mode, also show this memory tool to the model, e.g. memory_add (repeatable).",
+            callback=_utf8("--expose-tool"),
         ),
     ] = None,
     update_policy: Annotated[
@@ -210,17 +289,18 @@ def chat(
             "--update-policy",
             help="How extracted changes apply: merge_similar (default), preserve_history, append_only.",
             show_default=False,
+            callback=_utf8("--update-policy"),
         ),
     ] = None,
 ) -> None:
     """Chat with long-term memory."""
     # `memchat --memory redis memory list` means the same as `memchat memory list --memory redis`.
-    ctx.obj = {"env_file": env_file, "memory": memory, "user": user, "app": app_name}
+    ctx.obj = {"env_file": env_file, "memory": memory, "user": user, "app": app_name, "timeout": timeout}
     if ctx.invoked_subcommand is not None:
         return
     settings = _settings(
         memory=memory, model=model, streaming=streaming, soft_delete=soft_delete, preload=preload,
-        user=user, app=app_name, enable_tools=tuple(enable_tool or ()),
+        user=user, app=app_name, timeout=timeout, enable_tools=tuple(enable_tool or ()),
         disable_tools=tuple(disable_tool or ()), env_file=env_file,
         extract=extract, extract_model=extract_model, extract_every=extract_every,
         extract_interval=extract_interval, workers=workers, queue_size=queue_size, job_timeout=job_timeout,
@@ -240,23 +320,59 @@ def chat(
 
 
 def _print_entries(entries: list[Any], as_json: bool) -> None:
+    # Memory text comes from a model: no control or escape sequence reaches the terminal.
     if as_json:
-        typer.echo(json.dumps([e.to_dict() for e in entries], ensure_ascii=False, indent=2))
+        typer.echo(safe_json([e.to_dict() for e in entries], indent=2))
         return
     if not entries:
         typer.echo("No memories.")
         return
     for e in entries:
-        topics = f"  [{', '.join(e.memory.topics)}]" if e.memory.topics else ""
+        topics = f"  [{one_line(', '.join(e.memory.topics))}]" if e.memory.topics else ""
         score = f"  ({e.score:.3f})" if e.score else ""
         deleted = "  (deleted)" if e.is_deleted else ""
         stamp = e.updated_at.astimezone().strftime("%Y-%m-%d %H:%M")
-        typer.echo(f"{e.id[:12]}  {stamp}  {e.memory.text}{topics}{score}{deleted}")
+        typer.echo(f"{e.id[:12]}  {stamp}  {one_line(e.memory.text)}{topics}{score}{deleted}")
+
+
+#: The shortest ID prefix accepted (``list`` prints 12 characters).
+MIN_PREFIX = 6
+ID_LENGTH = 64
+_HEX = re.compile(r"[0-9a-f]+")
+
+
+def _checked_id(given: str) -> str:
+    """The ID or prefix to look up, or a one-sentence error (before any backend is opened):
+    not blank, hexadecimal, at least ``MIN_PREFIX`` characters, at most a full ID."""
+    prefix = given.strip().lower()
+    if not prefix:
+        _fail(
+            f"the memory ID is empty: give at least {MIN_PREFIX} characters of the ID "
+            "as `memchat memory list` prints it"
+        )
+    if not _HEX.fullmatch(prefix):
+        _fail(
+            f"{one_line(given)!r} is not a memory ID: IDs are hexadecimal (0-9 and a-f) "
+            "as `memchat memory list` prints them"
+        )
+    if len(prefix) < MIN_PREFIX:
+        _fail(
+            f"ID prefix {prefix!r} is too short: give at least {MIN_PREFIX} characters of the ID "
+            "as `memchat memory list` prints it"
+        )
+    if len(prefix) > ID_LENGTH:
+        _fail(f"{prefix[:12]}… has {len(prefix)} characters, but a memory ID has {ID_LENGTH}: check it")
+    return prefix
+
+
+async def _lookup(svc: Any, key: Any, prefix: str) -> Any:
+    return await svc.get(key, await _resolve(svc, key, prefix), include_deleted=True)
 
 
 async def _resolve(svc: Any, key: Any, prefix: str) -> str:
-    """Accept a unique ID prefix (as ``list`` prints them) as well as a full ID."""
-    if len(prefix) == 64:
+    """Accept a unique ID prefix (as ``list`` prints them) as well as a full ID;
+    ``prefix`` has passed :func:`_checked_id`."""
+    if len(prefix) == ID_LENGTH:
         return prefix
     matches = [e.id for e in await svc.read(key, include_deleted=True) if e.id.startswith(prefix)]
     if len(matches) == 1:
@@ -269,16 +385,32 @@ async def _resolve(svc: Any, key: Any, prefix: str) -> str:
 
 
 def _memory_settings(
-    ctx: typer.Context, backend: str | None, user: str | None, app_name: str | None, soft: bool | None = None
+    ctx: typer.Context,
+    backend: str | None,
+    user: str | None,
+    app_name: str | None,
+    timeout: str | None,
+    soft: bool | None = None,
 ) -> Any:
+    # `memchat --user alice memory list` = `memchat memory list --user alice`; the option after
+    # `memory` wins. An empty --user is an empty user (an error), not "not given".
     parent = (ctx.find_root().obj or {}) if ctx else {}
+
+    def pick(value: str | None, name: str) -> str | None:
+        return value if value is not None else parent.get(name)
+
     return _settings(
-        memory=backend or parent.get("memory"),
-        user=user or parent.get("user"),
-        app=app_name or parent.get("app"),
+        memory=pick(backend, "memory"),
+        user=pick(user, "user"),
+        app=pick(app_name, "app"),
+        timeout=pick(timeout, "timeout"),
         soft_delete=soft,
         env_file=parent.get("env_file"),
     )
+
+
+def _scope(settings: Any) -> str:
+    return f"user {one_line(settings.user)!r} in app {one_line(settings.app)!r}"
 
 
 @memory_app.command("list")
@@ -287,29 +419,31 @@ def list_memories(
     backend: BackendOpt = None,
     user: UserOpt = None,
     app_name: AppOpt = None,
+    timeout: TimeoutOpt = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many (0: all).")] = 0,
     deleted: Annotated[bool, typer.Option("--deleted", help="Include soft-deleted memories.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """List memories, newest first."""
-    settings = _memory_settings(ctx, backend, user, app_name)
+    settings = _memory_settings(ctx, backend, user, app_name, timeout)
     _print_entries(_run(settings, lambda svc, key: svc.read(key, limit, include_deleted=deleted)), as_json)
 
 
 @memory_app.command("search")
 def search_memories(
     ctx: typer.Context,
-    query: Annotated[str, typer.Argument(help="What to look for.")],
+    query: Annotated[str, typer.Argument(help="What to look for.", callback=_utf8("the search query"))],
     backend: BackendOpt = None,
     user: UserOpt = None,
     app_name: AppOpt = None,
+    timeout: TimeoutOpt = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many results.")] = 10,
     as_json: JsonOpt = False,
 ) -> None:
     """Search memories by keywords (English and Chinese)."""
     from memchat.engine import SearchOptions
 
-    settings = _memory_settings(ctx, backend, user, app_name)
+    settings = _memory_settings(ctx, backend, user, app_name, timeout)
     options = SearchOptions(max_results=limit)
     _print_entries(_run(settings, lambda svc, key: svc.search(key, query, options)), as_json)
 
@@ -317,57 +451,88 @@ def search_memories(
 @memory_app.command("add")
 def add_memory(
     ctx: typer.Context,
-    text: Annotated[str, typer.Argument(help="The memory, e.g. 'Likes green tea'.")],
+    text: Annotated[
+        str, typer.Argument(help="The memory, e.g. 'Likes green tea'.", callback=_utf8("the memory text"))
+    ],
     topic: Annotated[
-        list[str] | None, typer.Option("--topic", "-t", help="A topic tag (repeatable).")
+        list[str] | None,
+        typer.Option("--topic", "-t", help="A topic tag (repeatable).", callback=_utf8("--topic")),
     ] = None,
     backend: BackendOpt = None,
     user: UserOpt = None,
     app_name: AppOpt = None,
+    timeout: TimeoutOpt = None,
 ) -> None:
     """Add a memory (adding the same text again just refreshes it)."""
-    settings = _memory_settings(ctx, backend, user, app_name)
+    settings = _memory_settings(ctx, backend, user, app_name, timeout)
     entry = _run(settings, lambda svc, key: svc.add(key, text, topics=topic or []))
     typer.echo(f"Added {entry.id}")
+
+
+MemoryIdArg = Annotated[
+    str,
+    typer.Argument(
+        help="Memory ID or a unique prefix of it (at least 6 characters).", callback=_utf8("the memory ID")
+    ),
+]
 
 
 @memory_app.command("delete")
 def delete_memory(
     ctx: typer.Context,
-    memory_id: Annotated[str, typer.Argument(help="Memory ID or a unique prefix of it.")],
+    memory_id: MemoryIdArg,
     backend: BackendOpt = None,
     user: UserOpt = None,
     app_name: AppOpt = None,
+    timeout: TimeoutOpt = None,
     soft: Annotated[
         bool, typer.Option("--soft-delete/--hard-delete", help="Keep a restorable tombstone (default).")
     ] = True,
+    yes: YesOpt = False,
 ) -> None:
-    """Delete one memory (restorable unless --hard-delete)."""
+    """Delete one memory (restorable unless --hard-delete, which asks first)."""
+    prefix = _checked_id(memory_id)
+    settings = _memory_settings(ctx, backend, user, app_name, timeout, soft)
+    target = ""
+    if not soft and not yes:  # show what goes: look it up, ask, then delete exactly that ID
+        if not _stdin_is_terminal():
+            _fail(
+                f"refusing to delete memory {prefix} for good without confirmation "
+                "(stdin is not a terminal): add --yes to confirm"
+            )
+        entry = _run(settings, lambda svc, key: _lookup(svc, key, prefix))
+        _confirm(
+            f"Memory {entry.id[:12]} of {_scope(settings)}: {one_line(entry.memory.text)}\n"
+            "Delete it for good (it cannot be restored)?"
+        )
+        target = entry.id
 
     async def action(svc: Any, key: Any) -> str:
-        full = await _resolve(svc, key, memory_id)
+        full = target or await _resolve(svc, key, prefix)
         await svc.delete(key, full)
         return full
 
-    full = _run(_memory_settings(ctx, backend, user, app_name, soft), action)
+    full = _run(settings, action)
     typer.echo(f"Deleted {full}" + ("" if soft else " for good"))
 
 
 @memory_app.command("restore")
 def restore_memory(
     ctx: typer.Context,
-    memory_id: Annotated[str, typer.Argument(help="Memory ID or a unique prefix of it.")],
+    memory_id: MemoryIdArg,
     backend: BackendOpt = None,
     user: UserOpt = None,
     app_name: AppOpt = None,
+    timeout: TimeoutOpt = None,
 ) -> None:
     """Bring back a soft-deleted memory."""
+    prefix = _checked_id(memory_id)
 
     async def action(svc: Any, key: Any) -> Any:
-        return await svc.restore(key, await _resolve(svc, key, memory_id))
+        return await svc.restore(key, await _resolve(svc, key, prefix))
 
-    entry = _run(_memory_settings(ctx, backend, user, app_name, True), action)
-    typer.echo(f"Restored {entry.id}: {entry.memory.text}")
+    entry = _run(_memory_settings(ctx, backend, user, app_name, timeout, True), action)
+    typer.echo(f"Restored {entry.id}: {one_line(entry.memory.text)}")
 
 
 @memory_app.command("clear")
@@ -376,18 +541,35 @@ def clear_memories(
     backend: BackendOpt = None,
     user: UserOpt = None,
     app_name: AppOpt = None,
+    timeout: TimeoutOpt = None,
     soft: Annotated[
         bool, typer.Option("--soft-delete/--hard-delete", help="Keep restorable tombstones (default).")
     ] = True,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    yes: YesOpt = False,
 ) -> None:
-    """Delete all of one user's memories."""
-    settings = _memory_settings(ctx, backend, user, app_name, soft)
-    if not yes and not typer.confirm(
-        f"Delete every memory of user {settings.user!r} in app {settings.app!r}?"
-    ):
-        raise typer.Exit(1)
-    typer.echo(f"Cleared {_run(settings, lambda svc, key: svc.clear(key))} memories")
+    """Delete all of one user's memories (asks first; --yes does not)."""
+    settings = _memory_settings(ctx, backend, user, app_name, timeout, soft)
+    if not yes:
+        if not _stdin_is_terminal():
+            _fail(
+                f"refusing to delete every memory of {_scope(settings)} without confirmation "
+                "(stdin is not a terminal): add --yes to confirm"
+            )
+
+        async def counts(svc: Any, key: Any) -> tuple[int, int]:
+            return await svc.count(key), await svc.count(key, include_deleted=True)
+
+        active, everything = _run(settings, counts)
+        what = "the 1 memory" if active == 1 else f"all {active} memories"
+        if soft:
+            _confirm(f"Delete {what} of {_scope(settings)} (restorable with `memchat memory restore`)?")
+        else:
+            tombstones = everything - active
+            if tombstones:
+                what += f" and {tombstones} deleted {'one' if tombstones == 1 else 'ones'}"
+            _confirm(f"Delete {what} of {_scope(settings)} for good (they cannot be restored)?")
+    cleared = _run(settings, lambda svc, key: svc.clear(key))
+    typer.echo(f"Cleared {cleared} memories")
 
 
 @memory_app.command("count")
@@ -396,13 +578,40 @@ def count_memories(
     backend: BackendOpt = None,
     user: UserOpt = None,
     app_name: AppOpt = None,
+    timeout: TimeoutOpt = None,
 ) -> None:
     """How many memories the user has."""
-    typer.echo(str(_run(_memory_settings(ctx, backend, user, app_name), lambda svc, key: svc.count(key))))
+    settings = _memory_settings(ctx, backend, user, app_name, timeout)
+    typer.echo(str(_run(settings, lambda svc, key: svc.count(key))))
+
+
+def _tolerate_unencodable_output() -> None:
+    """A terminal whose encoding cannot show a character gets "?" instead of a traceback."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(ValueError, OSError):  # a closed or unusual stream
+                reconfigure(errors="replace")
 
 
 def main() -> None:
+    """The console script: every expected failure is one line on stderr, never a traceback.
+    An unexpected exception (a bug) is one line too, unless MEMCHAT_DEBUG is set."""
+    _tolerate_unencodable_output()
     try:
         app()
     except KeyboardInterrupt:
         sys.exit(130)
+    except MemchatError as exc:
+        typer.echo(f"memchat: {printable(str(exc))}", err=True)
+        sys.exit(2)
+    except Exception as exc:
+        if os.environ.get("MEMCHAT_DEBUG", "") not in ("", "0"):
+            raise
+        detail = one_line(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+        typer.echo(
+            f"memchat: unexpected error ({detail}); this is a bug in memchat: run again with "
+            "MEMCHAT_DEBUG=1 to see the traceback, and please report it",
+            err=True,
+        )
+        sys.exit(1)

@@ -4,11 +4,18 @@ It prints what the reference example prints (the seed's demo transcript):
 banner, 🔧 tool calls with ID and Args, 🔄 executing, ✅ tool responses and
 the streamed answer, so ``printf 'I like Go\\n/new\\nWhat do I like?\\n/exit\\n' |
 memchat --plain`` gives a readable transcript.
+
+Everything shown that a model or a person wrote (answers, tool arguments and
+results, memories, echoed input) goes through :func:`printable`: no control or
+escape sequence reaches the terminal. Input that is not UTF-8 is decoded with
+U+FFFD for the bad bytes, so the chat goes on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import re
 import sys
 from typing import TextIO
 
@@ -22,6 +29,7 @@ from .agent.events import (
     TurnError,
 )
 from .agent.runner import Runner, tool_summary
+from .safe_text import one_line, printable
 
 RULE = "=" * 50
 
@@ -32,7 +40,7 @@ def extraction_lines(event: ExtractionFinished) -> list[str]:
         return []
     if event.status != "ok":
         what = "timed out" if event.status == "timeout" else "failed"
-        reason = f": {event.errors[-1]}" if event.errors else ""
+        reason = f": {one_line(event.errors[-1])}" if event.errors else ""
         return [f"🧩 Background extraction {what}{reason} (the messages are kept for the next try)"]
     if not event.changed and not event.skipped and not event.errors:
         return []
@@ -44,15 +52,15 @@ def extraction_lines(event: ExtractionFinished) -> list[str]:
     if event.errors:
         notes.append(f"{len(event.errors)} failed")
     lines = [f"🧩 Background extraction: {event.summary()}" + (f" ({', '.join(notes)})" if notes else "")]
-    lines += [f"   + {entry.memory.text}" for entry in event.added]
+    lines += [f"   + {one_line(entry.memory.text)}" for entry in event.added]
     for before, after in event.updated:
         was = (
-            f"  (was: {before.memory.text})"
+            f"  (was: {one_line(before.memory.text)})"
             if before is not None and before.memory.text != after.memory.text
             else ""
         )
-        lines.append(f"   ~ {after.memory.text}{was}")
-    lines += [f"   - {entry.memory.text}" for entry in event.deleted]
+        lines.append(f"   ~ {one_line(after.memory.text)}{was}")
+    lines += [f"   - {one_line(entry.memory.text)}" for entry in event.deleted]
     return lines
 
 
@@ -143,7 +151,7 @@ class Console:
             return
         self.write(f"📚 Stored memories ({len(entries)}):\n")
         for i, entry in enumerate(entries, start=1):
-            self.write(f"   {i}. [{entry.id[:12]}] {entry.memory.text}\n")
+            self.write(f"   {i}. [{entry.id[:12]}] {one_line(entry.memory.text)}\n")
         self.write("\n")
 
     def write(self, text: str) -> None:
@@ -164,7 +172,7 @@ class Console:
         printed_text = False
         async for event in self.runner.run(text):
             if isinstance(event, TextDelta):
-                self.write(event.text)
+                self.write(printable(event.text))
                 printed_text = True
                 at_line_start = event.text.endswith("\n")
             elif isinstance(event, ToolCallsRequested):
@@ -172,19 +180,21 @@ class Console:
                     self.write("\n")
                 self.write("🔧 Memory tool calls initiated:\n")
                 for call in event.calls:
-                    self.write(f"   • {call.name} (ID: {call.id})\n")
+                    self.write(f"   • {one_line(call.name)} (ID: {one_line(call.id)})\n")
                     if call.arguments.strip():
-                        self.write(f"     Args: {call.arguments}\n")
+                        self.write(f"     Args: {printable(call.arguments)}\n")
                 self.write("\n🔄 Executing memory tools...\n")
                 at_line_start = True
             elif isinstance(event, ToolFinished):
                 mark, label = (
                     ("❌", "Memory tool error") if event.is_error else ("✅", "Memory tool response")
                 )
-                self.write(f"{mark} {label} (ID: {event.call.id}): {event.content.strip()}\n")
+                self.write(
+                    f"{mark} {label} (ID: {one_line(event.call.id)}): {printable(event.content.strip())}\n"
+                )
                 at_line_start = True
             elif isinstance(event, TurnError):
-                self.write(f"\n❌ Error: {event.message}\n")
+                self.write(f"\n❌ Error: {printable(event.message)}\n")
                 at_line_start = True
             elif isinstance(event, TurnDone) and (not at_line_start or not printed_text):
                 self.write("\n")
@@ -216,7 +226,7 @@ class Console:
             self.write(f"🔁 Streaming: {'true' if self.runner.streaming else 'false'}\n\n")
             return True
         if command.kind is Command.UNKNOWN:
-            self.write(f"❓ Unknown command {command.text}: type /help for the list\n\n")
+            self.write(f"❓ Unknown command {one_line(command.text)}: type /help for the list\n\n")
             return True
         if command.kind is Command.MEMORY and self.runner.auto_extraction:
             await self.show_memories()
@@ -241,13 +251,27 @@ class Console:
                 await self.finish_extraction()
                 self.write("👋 Goodbye!\n")
                 return 0
+            line = _UNDECODED.sub("\ufffd", line)  # bytes that were not UTF-8 (surrogate escapes)
             if self.echo_input:
-                self.write(line if line.endswith("\n") else line + "\n")
+                self.write(printable(line.removesuffix("\n").removesuffix("\r")) + "\n")
             try:
                 if not await self.handle(line):
                     return 0
             except KeyboardInterrupt:
                 self.write("\n⏹️  Stopped.\n\n")
+
+
+#: Lone surrogates: what undecodable input bytes become under ``surrogateescape``.
+_UNDECODED = re.compile("[\ud800-\udfff]")
+
+
+def tolerate_bad_input(stdin: TextIO) -> None:
+    """Decode input that is not UTF-8 with U+FFFD for the bad bytes instead of
+    failing (a strict stream) or passing surrogate escapes on."""
+    reconfigure = getattr(stdin, "reconfigure", None)
+    if reconfigure is not None:
+        with contextlib.suppress(ValueError, OSError, TypeError):
+            reconfigure(errors="replace")
 
 
 async def run_console(settings, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
@@ -256,6 +280,7 @@ async def run_console(settings, stdin: TextIO | None = None, stdout: TextIO | No
 
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
+    tolerate_bad_input(stdin)
     runner = await open_runner(settings)
     try:
         console = Console(

@@ -27,6 +27,7 @@ from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.content import Content
+from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
 
 from memchat.agent.commands import COMMANDS, Command, parse_command
@@ -42,6 +43,7 @@ from memchat.agent.events import (
     TurnStats,
 )
 from memchat.engine.model import MemchatError
+from memchat.safe_text import one_line
 
 from .messages import (
     ExtractionDrained,
@@ -144,6 +146,21 @@ class MemchatApp(App[int]):
         self.quitting: int | None = None
         self._drain_worker = None
 
+    def alert(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+    ) -> None:
+        """``notify`` for text that is not ours (errors, memories): shown as
+        text, never as markup (``memchat[redis]`` stays), on one line, with
+        control and escape sequences made visible."""
+        self.notify(
+            one_line(message), title=one_line(title), severity=severity, timeout=timeout, markup=False
+        )
+
     # -- screens and widgets ----------------------------------------------
     def get_default_screen(self) -> Screen:
         settings = self.settings
@@ -213,7 +230,7 @@ class MemchatApp(App[int]):
         self._connecting = False
         self.runner_error = message.error
         self.chat.header.status = "down"
-        self.notify(message.error, title=f"Cannot open the {self.settings.memory} backend", severity="error")
+        self.alert(message.error, title=f"Cannot open the {self.settings.memory} backend", severity="error")
         text = (
             f"❌ Cannot open the {self.settings.memory} memory backend: {message.error}\n"
             "Fix the cause (is the server running? is the address right?), then send your message "
@@ -385,7 +402,7 @@ class MemchatApp(App[int]):
                 self._memories_changed()
         elif isinstance(event, TurnError):
             await view.add_error(event.message)
-            self.notify(event.message, title="The turn hit an error", severity="error")
+            self.alert(event.message, title="The turn hit an error", severity="error")
         elif isinstance(event, TurnStats):
             await view.set_stats(event)
         elif isinstance(event, TurnDone):
@@ -398,7 +415,7 @@ class MemchatApp(App[int]):
         if view is not None:
             if message.error:
                 await view.add_error(message.error)
-                self.notify(message.error, title="The turn failed", severity="error")
+                self.alert(message.error, title="The turn failed", severity="error")
             await view.finish(stopped=message.stopped)
         if message.turn == self.turn:
             self._turn_worker = None
@@ -586,7 +603,7 @@ class MemchatApp(App[int]):
         self.copy_to_clipboard(text)
         problem = clipboard_problem()
         if problem:
-            self.notify(
+            self.alert(
                 f"This terminal cannot copy: {problem}. To copy anyway, hold Shift (Option on macOS) "
                 "and select the text with the mouse.",
                 title="Copy",
@@ -677,7 +694,7 @@ class MemchatApp(App[int]):
         if self._shutting_down:
             return
         self.chat.memory_panel.show_message(f"Cannot read memories: {message.error}")
-        self.notify(message.error, title="Memories", severity="error")
+        self.alert(message.error, title="Memories", severity="error")
 
     def on_memory_panel_filter_changed(self, message: MemoryPanel.FilterChanged) -> None:
         self.load_memories()
@@ -723,5 +740,5 @@ class MemchatApp(App[int]):
 
     def on_memory_changed(self, message: MemoryChanged) -> None:
         done = "Deleted" if message.action == "delete" else "Restored"
-        self.notify(f"{done}: {message.text}", title="Memories")
+        self.alert(f"{done}: {message.text}", title="Memories")
         self.load_memories()

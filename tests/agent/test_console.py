@@ -183,3 +183,79 @@ def test_commands_help_stream_unknown_and_memory(tmp_path) -> None:
     assert "Unknown command /bogus" in out
     assert '"memory_load"' not in out and "memory_load (ID:" in out  # /memory asks the model
     assert "User likes tea" in out.split("memory_load (ID:")[1]
+
+
+# -- hostile text: bytes that are not UTF-8, escape sequences in memories ----------
+
+#: A memory a model could write: window title (OSC … BEL), clear screen (CSI), C1 CSI, markup-like text.
+HOSTILE = "\x1b]0;pwned\x07 tea\x1b[2J \x9b31m [bold]x[/bold] pip install 'memchat[redis]'"
+RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def test_stdin_that_is_not_utf8_is_decoded_with_replacement(tmp_path) -> None:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "MEMCHAT_"))}
+    for locale in ("C.UTF-8", "en_US.UTF-8"):  # stdin is surrogateescape in one, strict in the other
+        done = subprocess.run(
+            [sys.executable, "-m", "memchat", "--plain"],
+            input=b"I like \xff tea\nwhat do I like?\n/exit\n", capture_output=True, timeout=60,
+            env={**clean, "LC_ALL": locale, "SQLITE_MEMORY_DSN": str(tmp_path / f"{locale}.db")},
+        )  # fmt: skip
+        out, err = done.stdout.decode("utf-8"), done.stderr.decode("utf-8", "replace")
+        assert done.returncode == 0, err
+        assert "Traceback" not in err and err == ""
+        assert "👤 You: I like \ufffd tea" in out
+        assert "User likes \ufffd tea" in out.split("what do I like?")[1]
+        assert "👋 Goodbye!" in out
+
+
+def test_escape_sequences_in_memories_never_reach_the_terminal(tmp_path) -> None:
+    env = {"SQLITE_MEMORY_DSN": str(tmp_path / "x.db")}
+    added = run_memchat(["memory", "add", HOSTILE], "", env)
+    assert added.returncode == 0, added.stderr
+    # The model loads the memories (tool result) and quotes them in its answer.
+    result = run_memchat(["--plain"], "/memory\nwhat do I like?\n/exit\n", env)
+    assert result.returncode == 0, result.stderr
+    assert not RAW_CONTROL.search(result.stdout.replace("\n", "")), repr(result.stdout)
+    answer = result.stdout.split("🔄 Executing memory tools...")[1]
+    assert "␛]0;pwned␇ tea␛[2J \\x9b31m [bold]x[/bold] pip install 'memchat[redis]'" in answer
+
+
+async def test_the_console_shows_model_text_tool_calls_and_input_inert() -> None:
+    import io
+
+    from backends import create
+    from memchat.agent.runner import Runner
+    from memchat.console import Console
+    from memchat.engine import MemoryService
+    from tests.agent.scripted_model import ScriptedModel, Step
+
+    args = '{"memory": "User likes \x9b31m tea \u202eexe", "topics": ["\x1b[31mred"]}'
+    model = ScriptedModel([
+        Step("Saving \x1b]0;pwned\x07 it.", [("call\x1b[2J-1", "memory_add", args)]),
+        Step("Saved: \x1b[2J [bold]done[/bold]."),
+    ])  # fmt: skip
+    service = MemoryService(create("inmemory"))
+    out = io.StringIO()
+    try:
+        console = Console(Runner(model, service), out, echo_input=True)
+        await console.run(io.StringIO("I like \x1b[5m tea \udcff\n/bogus\x07\n"))
+    finally:
+        await service.close()
+    text = out.getvalue()
+    assert not RAW_CONTROL.search(text.replace("\n", "")), repr(text)
+    assert "\u202e" not in text and "\udcff" not in text
+    assert "👤 You: I like ␛[5m tea \ufffd" in text
+    assert "Saving ␛]0;pwned␇ it." in text and "(ID: call␛[2J-1)" in text
+    assert 'Args: {"memory": "User likes \\x9b31m tea \\u202eexe", "topics": ["␛[31mred"]}' in text
+    assert "Saved: ␛[2J [bold]done[/bold]." in text
+    assert "Unknown command /bogus␇" in text
+
+
+def test_a_strict_stdin_is_switched_to_replacement() -> None:
+    import io
+
+    from memchat.console import tolerate_bad_input
+
+    stdin = io.TextIOWrapper(io.BytesIO(b"I like \xff tea\n"), encoding="utf-8", errors="strict")
+    tolerate_bad_input(stdin)
+    assert stdin.readline() == "I like \ufffd tea\n"

@@ -10,6 +10,8 @@ from textual.content import Content
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from memchat.safe_text import printable
+
 
 class ConfirmScreen(ModalScreen[bool]):
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -28,7 +30,7 @@ class ConfirmScreen(ModalScreen[bool]):
         with Vertical(id="confirm-dialog"):
             yield Static(Content.from_markup("[b]$q[/b]", q=self.question), id="confirm-question")
             if self.detail:
-                yield Static(Content(self.detail), id="confirm-detail")
+                yield Static(Content(printable(self.detail)), id="confirm-detail")
             with Horizontal(id="confirm-buttons"):
                 yield Button(
                     f"{self.yes_label} (y)", variant="error" if self.danger else "primary", id="confirm-yes"

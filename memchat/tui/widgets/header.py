@@ -9,6 +9,8 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from memchat.safe_text import one_line
+
 
 class MemchatHeader(Widget):
     """Shows what the chat runs on. The app sets the reactives; nothing else."""
@@ -44,11 +46,11 @@ class MemchatHeader(Widget):
         """Labelled fields when they fit; bare values on narrow terminals."""
         label, colour = self.STATUS.get(self.status, (self.status, "$foreground"))
         fields = [
-            ("model", self.model),
-            ("memory", self.backend),
-            ("session", self.session),
+            ("model", one_line(self.model)),
+            ("memory", one_line(self.backend)),
+            ("session", one_line(self.session)),
             ("streaming", "on" if self.streaming else "off"),
-            ("user", self.user),
+            ("user", one_line(self.user)),
         ]
         width = self.size.width or 200
         full: list[Content | str | tuple[str, str]] = [("🧠 memchat", "bold")]

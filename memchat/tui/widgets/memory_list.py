@@ -19,6 +19,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from memchat.engine import Entry
+from memchat.safe_text import one_line
 
 from ..format import when
 
@@ -125,8 +126,8 @@ class MemoryList(ScrollView, can_focus=True):
             style += Style(color=deleted.color, strike=True)
         if line == 0:
             mark = "✗ " if entry.is_deleted else "● "
-            return self._strip(Text(mark + entry.memory.text.replace("\n", " ")), width, style)
-        topics = ", ".join(entry.memory.topics) or "no topics"
+            return self._strip(Text(mark + one_line(entry.memory.text)), width, style)
+        topics = one_line(", ".join(entry.memory.topics)) or "no topics"
         stamp = when(entry.updated_at, self.now)
         state = "deleted · " if entry.is_deleted else ""
         return self._strip(Text(f"  {state}{stamp} · {topics}"), width, style)

@@ -15,6 +15,7 @@ from textual.timer import Timer
 from textual.widgets import Input, Static
 
 from memchat.engine import Entry
+from memchat.safe_text import one_line, printable
 
 from ..format import full_time
 from .memory_list import MemoryList
@@ -60,11 +61,11 @@ class MemoryPanel(Vertical):
         memory_list = self.memory_list
         keep = memory_list.current.id if memory_list.current else None
         memory_list.soft_delete = soft_delete
-        memory_list.empty_text = f"Nothing matches “{query}”." if query else "No memories yet."
+        memory_list.empty_text = f"Nothing matches “{one_line(query)}”." if query else "No memories yet."
         memory_list.set_entries(entries, now=now, keep=keep)
         deleted = sum(1 for e in entries if e.is_deleted)
         if query:
-            status = f"{len(entries)} matching “{query}” · {total} in all"
+            status = f"{len(entries)} matching “{one_line(query)}” · {total} in all"
         else:
             status = f"{total} {'memory' if total == 1 else 'memories'}"
             if deleted:
@@ -75,6 +76,7 @@ class MemoryPanel(Vertical):
         self.border_title = f"Memories ({total})"
 
     def show_message(self, text: str) -> None:
+        text = one_line(text)
         self.memory_list.empty_text = text
         self.memory_list.set_entries([], now=self.memory_list.now)
         self.query_one("#memory-status", Static).update(Content(text))
@@ -132,7 +134,10 @@ def describe(entry: Entry) -> Content:
         rows.append(("location", memory.location))
     if entry.score:
         rows.append(("score", f"{entry.score:.3f}"))
-    lines = [Content.from_markup("[b]$text[/b]", text=memory.text)]
+    # Memories are written by a model: shown as text (never markup), controls made visible.
+    lines = [Content.from_markup("[b]$text[/b]", text=printable(memory.text))]
     for label, value in rows:
-        lines.append(Content.from_markup("[$text-muted]$label[/] $value", label=f"{label:<8}", value=value))
+        lines.append(
+            Content.from_markup("[$text-muted]$label[/] $value", label=f"{label:<8}", value=one_line(value))
+        )
     return Content("\n").join(lines)

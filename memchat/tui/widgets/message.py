@@ -1,5 +1,8 @@
 """Messages in the chat log: the user's, the assistant's (Markdown, streamed),
-notes from the app, and the light rendering of pruned older messages."""
+notes from the app, and the light rendering of pruned older messages.
+
+Text a model or a person wrote is shown through ``printable``: control and
+escape sequences appear as visible characters (``␛``), never reach the terminal."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from textual.widgets import Static
 
 from memchat.agent.events import ExtractionFinished, TurnStats
 from memchat.agent.llm import ToolCall
+from memchat.safe_text import one_line, printable
 
 from ..format import stats_line
 from .tool_panel import ToolCallPanel
@@ -35,7 +39,7 @@ class UserMessage(ChatMessage, Static):
     can_focus = True
 
     def __init__(self, text: str) -> None:
-        super().__init__(Content(text), classes="message user-message")
+        super().__init__(Content(printable(text)), classes="message user-message")
         self.text = text
         self.border_title = "You"
 
@@ -43,14 +47,14 @@ class UserMessage(ChatMessage, Static):
         return self.text
 
     def transcript(self) -> str:
-        return f"You: {self.text}"
+        return f"You: {printable(self.text)}"
 
 
 class Note(ChatMessage, Static):
     """Something the app says: the banner, /help, /new, errors, stop marks."""
 
     def __init__(self, content: str | Content, kind: str = "info") -> None:
-        content = content if isinstance(content, Content) else Content(content)
+        content = content if isinstance(content, Content) else Content(printable(content))
         super().__init__(content, classes=f"note -{kind}")
         self.kind = kind
         self.text = content.plain
@@ -89,7 +93,7 @@ def extraction_content(event: ExtractionFinished) -> Content:
         lines = [headline]
     else:
         what = {"timeout": "timed out", "cancelled": "was cancelled"}.get(event.status, "failed")
-        reason = f": {event.errors[-1]}" if event.errors else ""
+        reason = f": {one_line(event.errors[-1])}" if event.errors else ""
         lines = [Content(f"🧩 Background extraction {what}{reason} (the messages are kept for the next try)")]
     limit = ExtractionNote.MAX_LISTED
 
@@ -99,7 +103,9 @@ def extraction_content(event: ExtractionFinished) -> Content:
         return [*items[:limit], Content.styled(f"   … and {len(items) - limit} more", "$text-muted")]
 
     def row(mark: str, style: str, text: str, after: str = "") -> Content:
-        return Content.assemble("   ", (mark, f"bold {style}"), " ", text, (after, "$text-muted"))
+        return Content.assemble(
+            "   ", (mark, f"bold {style}"), " ", one_line(text), (one_line(after), "$text-muted")
+        )
 
     lines += listed([row("+", "$success", e.memory.text) for e in event.added])
     lines += listed([
@@ -140,6 +146,7 @@ class AssistantMessage(ChatMessage, Vertical):
             await pending.remove()
 
     async def append_text(self, text: str) -> None:
+        text = printable(text)  # the model may quote memories holding escape sequences
         if self._stream is None:
             from textual.widgets import Markdown  # markdown-it loads with the first answer
 
@@ -176,7 +183,7 @@ class AssistantMessage(ChatMessage, Vertical):
     async def add_error(self, message: str) -> None:
         await self._end_text()
         await self._clear_pending()
-        await self.mount(Static(Content(f"❌ {message}"), classes="turn-error"))
+        await self.mount(Static(Content(f"❌ {printable(message)}"), classes="turn-error"))
 
     async def set_stats(self, stats: TurnStats) -> None:
         await self.mount(Static(Content(stats_line(stats)), classes="stats"))
@@ -226,5 +233,5 @@ class EarlierMessages(Static):
         header = f"── {self.pruned} earlier messages, shown as plain text"
         if dropped:
             header += f" ({dropped} oldest not shown)"
-        self.update(Content(header + " ──\n\n" + "\n\n".join(self.entries)))
+        self.update(Content(printable(header + " ──\n\n" + "\n\n".join(self.entries))))
         self.display = True

@@ -8,6 +8,7 @@ from textual.content import Content
 from textual.widgets import Button, Collapsible, Static
 
 from memchat.agent.llm import ToolCall
+from memchat.safe_text import escape_json_text, one_line, printable
 
 from ..format import SPINNER, duration, pretty_json, truncate_lines
 
@@ -24,7 +25,13 @@ def highlight(code: str) -> Content:
 
 def json_content(text: str) -> Content:
     pretty, valid = pretty_json(text)
-    return highlight(pretty) if valid else Content(pretty)
+    return shown_json(pretty, valid)
+
+
+def shown_json(text: str, valid: bool) -> Content:
+    """Highlighted JSON (with terminal-unsafe characters as \\u escapes, so it
+    stays valid JSON), or the text made printable when it is not JSON."""
+    return highlight(escape_json_text(text)) if valid else Content(printable(text))
 
 
 class ToolCallPanel(Collapsible):
@@ -63,8 +70,8 @@ class ToolCallPanel(Collapsible):
         return Content.from_markup(
             f"$icon [b]$name[/b]  [{style}]$state[/] [$text-muted]$elapsed[/]  [$text-muted]$call_id[/]",
             icon=icon,
-            name=self.call.name,
-            call_id=self.call.id,
+            name=one_line(self.call.name),
+            call_id=one_line(self.call.id),
             state=state,
             elapsed=elapsed,
         )
@@ -96,10 +103,7 @@ class ToolCallPanel(Collapsible):
         label = "error" if is_error else "result"
         widgets = [
             Static(Content.styled(label, "dim"), classes="tool-label"),
-            Static(
-                highlight(shown) if valid else Content(shown),
-                classes="tool-json tool-result",
-            ),
+            Static(shown_json(shown, valid), classes="tool-json tool-result"),
         ]
         if hidden:
             widgets.append(Button(f"Show all ({hidden} more lines)", compact=True, classes="show-all"))
@@ -125,4 +129,4 @@ class ToolCallPanel(Collapsible):
 
     def transcript(self) -> str:
         mark = {"done": "✅", "error": "❌"}.get(self.state, "⏹")
-        return f"{mark} {self.call.name} {self.call.arguments}"
+        return printable(f"{mark} {self.call.name} {self.call.arguments}")
