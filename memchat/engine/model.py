@@ -199,6 +199,13 @@ class Entry:
         return data
 
 
+SEARCH_HYBRID = "hybrid"
+SEARCH_SEMANTIC = "semantic"
+SEARCH_KEYWORD = "keyword"
+#: Every search mode, the default first.
+SEARCH_MODES = (SEARCH_HYBRID, SEARCH_SEMANTIC, SEARCH_KEYWORD)
+
+
 @dataclass(frozen=True, slots=True)
 class SearchOptions:
     """Search knobs (reference §1.6). Zero values mean "use the default"."""
@@ -211,8 +218,19 @@ class SearchOptions:
     order_by_event_time: bool = False
     kind_fallback: bool = False
     deduplicate: bool = False
+    #: Deprecated spelling of ``mode="hybrid"`` (the reference's HybridSearch flag).
     hybrid_search: bool = False
     hybrid_rrf_k: int = 0
+    #: How to rank: "hybrid" (meaning and keywords fused), "semantic" (meaning
+    #: only), "keyword" (the reference's keyword scoring only), or "" for the
+    #: service's default (hybrid whenever it has an embedder, else keyword).
+    mode: str = ""
+
+    def resolved_mode(self, default: str) -> str:
+        """The mode this search runs in, given the service's default."""
+        if self.mode:
+            return self.mode
+        return SEARCH_HYBRID if self.hybrid_search else default
 
 
 @dataclass(slots=True)
