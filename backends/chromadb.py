@@ -81,6 +81,8 @@ DEFAULT_DIMENSION = 384
 SCHEMA_VERSION = 1
 #: Collection metadata keys.
 MARK_BACKEND, MARK_SCHEMA, MARK_DIMENSION = "memchat_backend", "memchat_schema_version", "memchat_dimension"
+#: Prefix of the metadata keys holding ``write_meta`` records.
+MARK_META = "memchat_meta_"
 #: Records read per request, and written per request at most.
 PAGE_SIZE = 500
 #: A backstop for opening (the embedded store's first start is slow); every
@@ -237,6 +239,8 @@ OVERFETCH = 4
 class ChromaStore:
     name = "chromadb"
     capabilities = Capabilities(vector_search=True, persistent=True)
+    #: The collection's dimension is fixed when it is created.
+    fixed_dimension = True
 
     def __init__(
         self,
@@ -757,6 +761,49 @@ class ChromaStore:
                 f"{self.name} backend at {self.location}: {len(wrong)} write(s) did not read back as sent "
                 "(another writer on this collection, or a server fault): run the operation again"
             )
+
+    # -- embedder bookkeeping (memchat.engine.vectors) ------------------------
+
+    def _without_vector(self) -> dict[str, Any]:
+        return {"has_embedding": False}
+
+    async def entries_missing_vectors(self, limit: int) -> list[Entry]:
+        """Records of any user, tombstones included, stored without an
+        embedding (at most ``limit``; ``<= 0``: all), by (app, user, id)."""
+        records = await self._records(self._without_vector(), ["documents", "metadatas"])
+        entries = [self._entry(document, meta) for _, document, meta in records if meta]
+        entries.sort(key=lambda e: (e.app, e.user, e.id))
+        return entries[:limit] if limit > 0 else entries
+
+    async def count_missing_vectors(self) -> int:
+        return len(await self._record_ids(self._without_vector()))
+
+    async def clear_vectors(self) -> None:
+        """Mark every stored embedding stale (``has_embedding`` false): the embedder changed."""
+        collection = await self._ready()
+        ids = await self._record_ids({"has_embedding": True})
+        stale = {"has_embedding": False}
+        for batch in _chunks(ids, PAGE_SIZE):
+            await self._call("forgetting the old vectors", collection.update, ids=list(batch),
+                             metadatas=[stale] * len(batch))  # fmt: skip
+
+    async def read_meta(self, name: str) -> str | None:
+        """A record kept in the collection's metadata."""
+        collection = await self._ready()
+        value = (collection.metadata or {}).get(MARK_META + name)
+        return None if value is None else str(value)
+
+    async def write_meta(self, name: str, value: str) -> None:
+        collection = await self._ready()
+
+        def write() -> None:
+            fresh = self._client.get_collection(self.collection_name, embedding_function=None)
+            # The distance lives in the configuration: an hnsw: key may not be sent again.
+            current = {k: v for k, v in (fresh.metadata or {}).items() if not k.startswith("hnsw:")}
+            # Through our own collection object, which then knows its new metadata.
+            collection.modify(metadata={**current, MARK_META + name: value})
+
+        await self._call("writing", write)
 
     async def clear(self, key: UserKey, *, deleted_at: datetime | None) -> int:
         collection = await self._ready()

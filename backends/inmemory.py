@@ -1,4 +1,9 @@
-"""In-process store: nothing survives the process. For tests and demos."""
+"""In-process store: nothing survives the process. For tests and demos.
+
+Each memory's embedding is kept beside it (a float32 array) and
+``vector_candidates`` ranks the user's vectors exactly in numpy, the matrix
+cached per user until the user's next write.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +13,13 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TypeVar
 
+import numpy as np
+
 from memchat.engine.model import Entry, UserKey
 
 from ._ordering import newest_first
-from .base import Capabilities, bounded_lock, resolve_timeout
+from ._vectors import MatrixCache, UserMatrix, check_query, encode_vector
+from .base import DEFAULT_VECTOR_DIMENSION, Capabilities, bounded_lock, resolve_timeout
 
 T = TypeVar("T")
 
@@ -20,11 +28,14 @@ class _BufferedTransaction:
     """Reads see the section's own writes; nothing reaches the store unless
     the whole section succeeds, so a failed update changes nothing."""
 
-    def __init__(self, rows: dict[str, Entry], active: int) -> None:
+    def __init__(self, store: InMemoryStore, rows: dict[str, Entry], active: int) -> None:
+        self._store = store
         self._rows = rows
         #: Active rows before this section (kept by the store, so counting is O(writes)).
         self._active = active
         self._writes: dict[str, Entry | None] = {}
+        #: memory ID → new vector (None: dropped with its entry).
+        self._vectors: dict[str, np.ndarray | None] = {}
 
     def _current(self, memory_id: str) -> Entry | None:
         if memory_id in self._writes:
@@ -35,10 +46,16 @@ class _BufferedTransaction:
         return self._current(memory_id)
 
     async def put(self, entry: Entry, vector: Sequence[float] | None = None) -> None:
+        if vector is not None:
+            blob = encode_vector(vector, self._store.dimension)
+            self._vectors[entry.id] = np.frombuffer(blob, dtype="<f4")
+        elif entry.id in self._writes and self._writes[entry.id] is None:
+            self._vectors[entry.id] = None  # removed earlier in this section: nothing to keep
         self._writes[entry.id] = entry
 
     async def remove(self, memory_id: str) -> None:
         self._writes[memory_id] = None
+        self._vectors[memory_id] = None
 
     async def count_active(self) -> int:
         return self._active + self.active_delta()
@@ -49,25 +66,46 @@ class _BufferedTransaction:
 
         return sum(alive(new) - alive(self._rows.get(i)) for i, new in self._writes.items())
 
-    def commit(self) -> None:
+    def commit(self, vectors: dict[str, np.ndarray]) -> None:
         for memory_id, entry in self._writes.items():
             if entry is None:
                 self._rows.pop(memory_id, None)
             else:
                 self._rows[memory_id] = entry
+        for memory_id, vector in self._vectors.items():
+            if vector is None:
+                vectors.pop(memory_id, None)
+            else:
+                vectors[memory_id] = vector
 
 
 class InMemoryStore:
     name = "inmemory"
-    capabilities = Capabilities(transactions=True)
+    capabilities = Capabilities(vector_search=True, transactions=True)
+    #: Any dimension fits: the engine sets ``dimension`` to its embedder's.
+    fixed_dimension = False
 
-    def __init__(self, *, env: Mapping[str, str] | None = None, timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        env: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+        dimension: int | None = None,
+    ) -> None:
         # ``env`` is accepted like every store's, and unused: nothing to configure.
         #: Seconds a write waits for this user's other writes.
         self.timeout = resolve_timeout(timeout)
+        #: The dimension of the vectors written and searched.
+        self.dimension = DEFAULT_VECTOR_DIMENSION if dimension is None else int(dimension)
         self._users: dict[UserKey, dict[str, Entry]] = {}
         self._locks: dict[UserKey, asyncio.Lock] = {}
         self._active: dict[UserKey, int] = {}
+        #: user → memory ID → float32 vector (tombstones keep theirs, for restore).
+        self._vectors: dict[UserKey, dict[str, np.ndarray]] = {}
+        #: user → how many sections changed it (the matrix cache's signature).
+        self._versions: dict[UserKey, int] = {}
+        self._matrices = MatrixCache()
+        self._meta: dict[str, str] = {}
 
     async def open(self) -> None:
         return None
@@ -81,14 +119,21 @@ class InMemoryStore:
     async def atomic(self, key: UserKey, work: Callable[[_BufferedTransaction], Awaitable[T]]) -> T:
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with bounded_lock(lock, self.timeout, "this user's other writes"):
-            tx = _BufferedTransaction(self._users.get(key, {}), self._active.get(key, 0))
+            tx = _BufferedTransaction(self, self._users.get(key, {}), self._active.get(key, 0))
             result = await work(tx)
             self._active[key] = tx._active + tx.active_delta()
-            tx.commit()
+            vectors = self._vectors.get(key, {})
+            tx.commit(vectors)
             if tx._rows:
                 self._users[key] = tx._rows
             else:
                 self._users.pop(key, None)
+            if vectors:
+                self._vectors[key] = vectors
+            else:
+                self._vectors.pop(key, None)
+            if tx._writes:
+                self._versions[key] = self._versions.get(key, 0) + 1
             return result
 
     async def get(self, key: UserKey, memory_id: str) -> Entry | None:
@@ -118,3 +163,53 @@ class InMemoryStore:
 
     async def keyword_candidates(self, key: UserKey, query: str) -> list[Entry]:
         return [e for e in self._users.get(key, {}).values() if not e.is_deleted]
+
+    # -- vectors -----------------------------------------------------------
+
+    async def vector_candidates(self, key: UserKey, vector: Sequence[float], k: int) -> list[Entry]:
+        """Up to ``k`` of the user's active memories with a vector, nearest first,
+        ``score`` = cosine similarity (exact)."""
+        if k <= 0:
+            return []
+        query = check_query(vector, self.dimension)
+        rows = self._users.get(key, {})
+        signature = (self.dimension, self._versions.get(key, 0))
+        matrix = self._matrices.get(key, signature)
+        if matrix is None:
+            vectors = self._vectors.get(key, {})
+            active = ((mid, vectors.get(mid)) for mid, e in rows.items() if not e.is_deleted)
+            matrix = UserMatrix.from_vectors(active, self.dimension)
+            self._matrices.put(key, signature, matrix)
+        return [rows[mid].with_score(score) for mid, score in matrix.nearest(query, k) if mid in rows]
+
+    async def entries_missing_vectors(self, limit: int) -> list[Entry]:
+        """Entries of any user, tombstones included, that have no vector (at
+        most ``limit``; ``<= 0``: all), by (app, user, id)."""
+        found: list[Entry] = []
+        for key in sorted(self._users, key=lambda k: (k.app, k.user)):
+            vectors = self._vectors.get(key, {})
+            for mid in sorted(self._users[key]):
+                if mid not in vectors:
+                    found.append(self._users[key][mid])
+                    if 0 < limit <= len(found):
+                        return found
+        return found
+
+    async def count_missing_vectors(self) -> int:
+        return sum(
+            sum(1 for mid in rows if mid not in self._vectors.get(key, {}))
+            for key, rows in self._users.items()
+        )
+
+    async def clear_vectors(self) -> None:
+        """Forget every stored vector: the embedder changed."""
+        for key in self._vectors:
+            self._versions[key] = self._versions.get(key, 0) + 1
+        self._vectors.clear()
+        self._matrices.clear()
+
+    async def read_meta(self, name: str) -> str | None:
+        return self._meta.get(name)
+
+    async def write_meta(self, name: str, value: str) -> None:
+        self._meta[name] = value

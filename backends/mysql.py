@@ -16,6 +16,10 @@ atomic section starts with ``INSERT … ON DUPLICATE KEY UPDATE`` on the row of
 its (app, user), which holds InnoDB's exclusive row lock until COMMIT or
 ROLLBACK — in any process, on any machine. The limit check and the insert
 therefore run under one lock, in one transaction.
+
+Each memory's embedding is a float32 BLOB in the same row (sent as hex
+through ``UNHEX``), ranked exactly in numpy (``backends/sql.py``); a table
+made before vectors existed gets the column when it is opened.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import hashlib
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -113,6 +117,25 @@ class MySQLTarget:
         else:
             args["host"], args["port"] = self.host, self.port
         return args
+
+
+class Float32Blob(sa.types.UserDefinedType):
+    """A BLOB of little-endian float32, sent as hex through ``UNHEX`` (aiomysql
+    0.3 cannot bind ``bytes`` parameters with PyMySQL ≥ 1.2)."""
+
+    cache_ok = True
+
+    def get_col_spec(self, **_: Any) -> str:
+        return "BLOB"
+
+    def bind_expression(self, bindvalue: Any) -> Any:
+        return sa.func.UNHEX(bindvalue, type_=self)
+
+    def bind_processor(self, dialect: Any) -> Any:
+        def process(value: Any) -> Any:
+            return value.hex() if isinstance(value, bytes | bytearray) else value
+
+        return process
 
 
 def _lock_wait(timeout: float) -> int:
@@ -296,6 +319,7 @@ class MySQLStore(ServerSQLStore):
         table: str = "memories",
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
+        dimension: int | None = None,
         **engine_options: Any,
     ) -> None:
         env = os.environ if env is None else env
@@ -313,6 +337,7 @@ class MySQLStore(ServerSQLStore):
             location=self.target.location(),
             secret=self.target.password,
             timeout=seconds,
+            dimension=dimension,
             mysql_engine="InnoDB",
             mysql_charset="utf8mb4",
         )
@@ -358,7 +383,7 @@ class MySQLStore(ServerSQLStore):
         )
         async with self.engine.connect() as conn:
             self.collation = await self._exact_collation(conn)
-            for table in (self.table, self.locks):
+            for table in (self.table, self.locks, self.meta_table):
                 table.dialect_kwargs["mysql_collate"] = self.collation
             got = (
                 await conn.execute(
@@ -374,6 +399,7 @@ class MySQLStore(ServerSQLStore):
                 )
             try:
                 await conn.run_sync(self.metadata.create_all, checkfirst=True)
+                await self._ensure_embedding_column(conn)  # DDL: commits by itself
                 await conn.commit()
             finally:
                 await conn.execute(sa.text("SELECT RELEASE_LOCK(:name)"), {"name": lock_name})
@@ -397,9 +423,11 @@ class MySQLStore(ServerSQLStore):
         stmt = mysql_insert(self.locks).values(app_name=key.app, user_id=key.user)
         await conn.execute(stmt.on_duplicate_key_update(user_id=self.locks.c.user_id))
 
-    def _upsert(self, row: dict[str, Any]) -> sa.Executable:
-        stmt = mysql_insert(self.table).values(**row)
-        keys = ("app_name", "user_id", "memory_id")
+    def _blob_type(self) -> sa.types.TypeEngine:
+        return Float32Blob()
+
+    def _upsert_into(self, table: sa.Table, row: dict[str, Any], keys: Sequence[str]) -> sa.Executable:
+        stmt = mysql_insert(table).values(**row)
         return stmt.on_duplicate_key_update({k: stmt.inserted[k] for k in row if k not in keys})
 
     def _is_retryable(self, exc: BaseException) -> bool:

@@ -131,6 +131,9 @@ def _version(text: str | None) -> tuple[int, ...]:
 class PgVectorStore(PostgresStore):
     name = "pgvector"
     capabilities = Capabilities(vector_search=True, transactions=True, persistent=True, multi_process=True)
+    #: Vectors live in the ``vector(D)`` column (HNSW), made for one dimension.
+    blob_vectors = False
+    fixed_dimension = True
     env_prefix = ENV_PREFIX
     env_dsn = ENV_DSN
 

@@ -7,8 +7,9 @@ reference's separate variables ``PG_HOST/PORT/USER/PASSWORD/DATABASE`` and
 ``PG_SSLMODE`` (defaults localhost, 5432, postgres, "",
 trpc-agent-go-pgmemory, disable).
 
-Topics and participants are JSONB. The table (optionally in a schema) is
-created on first use. A user's writers are serialised inside the transaction
+Topics and participants are JSONB; each memory's embedding is a float32
+BYTEA in the same row, ranked exactly in numpy (``backends/sql.py``). The
+table (optionally in a schema) is created on first use. A user's writers are serialised inside the transaction
 by ``pg_advisory_xact_lock`` on a 64-bit hash of (schema, table, app, user),
 released by COMMIT or ROLLBACK; transactions run at READ COMMITTED, so every
 statement after the lock sees what the previous writer committed.
@@ -21,7 +22,7 @@ import getpass
 import math
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -29,7 +30,7 @@ from urllib.parse import parse_qsl, unquote
 
 import psycopg
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import BYTEA, JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
@@ -285,6 +286,7 @@ class PostgresStore(ServerSQLStore):
         schema: str | None = None,
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
+        dimension: int | None = None,
         **engine_options: Any,
     ) -> None:
         from .base import resolve_timeout
@@ -314,6 +316,7 @@ class PostgresStore(ServerSQLStore):
             schema=self.schema,
             secret=self.target.password,
             timeout=seconds,
+            dimension=dimension,
         )
         #: The schema the table really lives in (``current_schema()`` when none
         #: is given), so every store on one table takes the same locks.
@@ -321,6 +324,9 @@ class PostgresStore(ServerSQLStore):
 
     def _json_type(self) -> sa.types.TypeEngine:
         return JSONB()
+
+    def _blob_type(self) -> sa.types.TypeEngine:
+        return BYTEA()
 
     # -- timeouts --------------------------------------------------------
 
@@ -361,6 +367,7 @@ class PostgresStore(ServerSQLStore):
                 if exists is None:
                     await conn.execute(sa.schema.CreateSchema(self.schema))
             await conn.run_sync(self.metadata.create_all, checkfirst=True)
+            await self._ensure_embedding_column(conn)
 
     @staticmethod
     async def _advisory_lock(conn: AsyncConnection, *parts: str) -> None:
@@ -371,9 +378,8 @@ class PostgresStore(ServerSQLStore):
     async def _begin_user(self, conn: AsyncConnection, key: UserKey) -> None:
         await self._advisory_lock(conn, "memchat", self._lock_schema, self.table.name, key.app, key.user)
 
-    def _upsert(self, row: dict[str, Any]) -> sa.Executable:
-        stmt = pg_insert(self.table).values(**row)
-        keys = ("app_name", "user_id", "memory_id")
+    def _upsert_into(self, table: sa.Table, row: dict[str, Any], keys: Sequence[str]) -> sa.Executable:
+        stmt = pg_insert(table).values(**row)
         return stmt.on_conflict_do_update(
             index_elements=list(keys), set_={k: stmt.excluded[k] for k in row if k not in keys}
         )

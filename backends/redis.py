@@ -2,12 +2,21 @@
 
 Key layout
 ----------
-Every (app, user) owns exactly two hashes, both carrying one Redis Cluster
-hash tag ``{…}`` so that all of a user's keys live in one slot (a WATCH /
-MULTI over both is legal on a cluster)::
+Every (app, user) owns two hashes of entries, a hash of vectors and a
+version counter, all carrying one Redis Cluster hash tag ``{…}`` so that all
+of a user's keys live in one slot (a WATCH / MULTI over them is legal on a
+cluster)::
 
     <prefix>:mem:{<app>:<user>}            active entries    field = memory id
     <prefix>:mem:{<app>:<user>}:deleted    tombstones        field = memory id
+    <prefix>:mem:{<app>:<user>}:vec        embeddings        field = memory id, value = float32 bytes
+    <prefix>:mem:{<app>:<user>}:version    bumped by every write of the user
+
+A vector is written in the same MULTI/EXEC as its entry; a tombstone keeps
+its vector (for restore). ``vector_candidates`` ranks the user's vectors
+exactly in numpy over a per-user matrix cached in the process while the
+version counter is unchanged (so another process's writes are seen at the
+next search). ``<prefix>:meta`` is a hash of store records (``read_meta``).
 
 The value of a field is the entry as JSON: ``id``, ``app_name``, ``user_id``,
 ``memory`` (``memory`` text, ``topics``, ``kind``, ``event_time``,
@@ -82,7 +91,8 @@ from memchat.engine.secrets import redact
 
 from ._cache import DecodeCache
 from ._ordering import newest_first
-from .base import Capabilities, bounded_lock, resolve_timeout, timeout_message
+from ._vectors import MatrixCache, UserMatrix, check_query, encode_vector
+from .base import DEFAULT_VECTOR_DIMENSION, Capabilities, bounded_lock, resolve_timeout, timeout_message
 
 T = TypeVar("T")
 
@@ -122,15 +132,26 @@ def join_prefix(prefix: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class UserKeys:
-    """The two Redis keys of one (app, user)."""
+    """The Redis keys of one (app, user)."""
 
     active: str
     deleted: str
+    vectors: str
+    version: str
 
 
 def user_keys(prefix: str, key: UserKey) -> UserKeys:
     base = f"{join_prefix(prefix)}mem:{{{escape_key_part(key.app)}:{escape_key_part(key.user)}}}"
-    return UserKeys(active=base, deleted=base + ":deleted")
+    return _keys_of_base(base)
+
+
+def _keys_of_base(base: str) -> UserKeys:
+    return UserKeys(active=base, deleted=base + ":deleted", vectors=base + ":vec", version=base + ":version")
+
+
+def glob_escape(text: str) -> str:
+    """``text`` as a literal in a KEYS/SCAN pattern."""
+    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
 
 
 # -- configuration ---------------------------------------------------------
@@ -276,6 +297,8 @@ class _RedisTransaction:
     def __init__(self, store: RedisStore, pipe: Any, key: UserKey, keys: UserKeys) -> None:
         self._store, self._pipe, self._key, self._keys = store, pipe, key, keys
         self._writes: dict[str, Entry | None] = {}
+        #: memory ID → new vector bytes, or None: drop the stored one.
+        self._vectors: dict[str, bytes | None] = {}
         #: Whether an ID was found in the active hash when it was read.
         self._was_active: dict[str, bool] = {}
 
@@ -294,10 +317,15 @@ class _RedisTransaction:
     async def put(self, entry: Entry, vector: Sequence[float] | None = None) -> None:
         if entry.app != self._key.app or entry.user != self._key.user:
             raise ValueError("an entry can only be written inside its own user's section")
+        if vector is not None:
+            self._vectors[entry.id] = encode_vector(vector, self._store.dimension)
+        elif entry.id in self._writes and self._writes[entry.id] is None:
+            self._vectors[entry.id] = None  # removed earlier in this section: nothing to keep
         self._writes[entry.id] = entry
 
     async def remove(self, memory_id: str) -> None:
         self._writes[memory_id] = None
+        self._vectors[memory_id] = None
 
     async def count_active(self) -> int:
         count = int(await self._pipe.hlen(self._keys.active))
@@ -329,13 +357,22 @@ class _RedisTransaction:
             else:
                 pipe.hset(self._keys.active, memory_id, encode_entry(entry))
                 pipe.hdel(self._keys.deleted, memory_id)
+        for memory_id, blob in self._vectors.items():
+            if blob is None:
+                pipe.hdel(self._keys.vectors, memory_id)
+            else:
+                pipe.hset(self._keys.vectors, memory_id, blob)
+        if self._writes:
+            pipe.incr(self._keys.version)
 
 
 class RedisStore:
     """Memories in Redis hashes, two per (app, user); see the module docstring."""
 
     name = "redis"
-    capabilities = Capabilities(transactions=True, persistent=True, multi_process=True)
+    capabilities = Capabilities(vector_search=True, transactions=True, persistent=True, multi_process=True)
+    #: Any dimension fits: the engine sets ``dimension`` to its embedder's.
+    fixed_dimension = False
 
     def __init__(
         self,
@@ -344,9 +381,12 @@ class RedisStore:
         key_prefix: str | None = None,
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
+        dimension: int | None = None,
         **client_options: Any,
     ) -> None:
         env = os.environ if env is None else env
+        #: The dimension of the vectors written and searched.
+        self.dimension = DEFAULT_VECTOR_DIMENSION if dimension is None else int(dimension)
         #: Seconds a call may take (connecting, each command, waiting for this
         #: user's other writers in this process) before it fails.
         self.timeout = resolve_timeout(timeout)
@@ -368,6 +408,7 @@ class RedisStore:
         self._ready = False
         self._locks: weakref.WeakValueDictionary[UserKey, asyncio.Lock] = weakref.WeakValueDictionary()
         self._decoded: DecodeCache[Entry] = DecodeCache()
+        self._matrices = MatrixCache()
 
     # -- plumbing --------------------------------------------------------
 
@@ -424,7 +465,8 @@ class RedisStore:
         if isinstance(exc, NoPermissionError):
             return (
                 f"the Redis user may not run a command memchat needs ({text}): allow "
-                "PING, HGET, HGETALL, HVALS, HLEN, HEXISTS, HSET, HDEL, DEL, WATCH, MULTI and EXEC"
+                "PING, GET, INCR, SCAN, HGET, HMGET, HGETALL, HKEYS, HVALS, HLEN, HEXISTS, HSET, HDEL, "
+                "DEL, WATCH, MULTI and EXEC"
             )
         if isinstance(exc, ReadOnlyError):
             return f"the server is a read-only replica: point {ENV_URL} at the primary"
@@ -496,7 +538,10 @@ class RedisStore:
         if lock is None:
             lock = self._locks[key] = asyncio.Lock()
         async with bounded_lock(lock, self.timeout, "this user's other writes in this process"):
-            return await self._bounded("writing", lambda: self._section(client, key, keys, work))
+            try:
+                return await self._bounded("writing", lambda: self._section(client, key, keys, work))
+            finally:
+                self._matrices.drop(key)
 
     async def _section(
         self,
@@ -592,10 +637,14 @@ class RedisStore:
 
             async def drop(client: aioredis.Redis) -> int:
                 async with client.pipeline(transaction=True) as pipe:
-                    active, _ = await pipe.hlen(keys.active).delete(keys.active, keys.deleted).execute()
+                    pipe.hlen(keys.active).delete(keys.active, keys.deleted, keys.vectors)
+                    active, *_ = await pipe.incr(keys.version).execute()
                 return int(active)
 
-            return await self._run("clearing", drop)
+            try:
+                return await self._run("clearing", drop)
+            finally:
+                self._matrices.drop(key)
 
         async def work(tx: _RedisTransaction) -> int:
             active = await tx.active_entries()
@@ -607,3 +656,123 @@ class RedisStore:
 
     async def keyword_candidates(self, key: UserKey, query: str) -> list[Entry]:
         return await self._entries(key, include_deleted=False)
+
+    # -- vectors -----------------------------------------------------------
+
+    async def vector_candidates(self, key: UserKey, vector: Sequence[float], k: int) -> list[Entry]:
+        """Up to ``k`` of the user's active memories with a vector, nearest first,
+        ``score`` = cosine similarity (exact, numpy)."""
+        if k <= 0:
+            return []
+        query = check_query(vector, self.dimension)
+        keys = self.keys_for(key)
+
+        async def fetch(client: aioredis.Redis) -> list[Entry]:
+            # The version first: a write after it is seen at the next search.
+            signature = (self.dimension, await client.get(keys.version))
+            matrix = self._matrices.get(key, signature)
+            if matrix is None:
+                active = set(await client.hkeys(keys.active))
+                raw = await client.execute_command("HGETALL", keys.vectors, NEVER_DECODE=True)
+                pairs = ((mid.decode(), blob) for mid, blob in (raw or {}).items())
+                matrix = UserMatrix.from_blobs(((m, b) for m, b in pairs if m in active), self.dimension)
+                self._matrices.put(key, signature, matrix)
+            best = matrix.nearest(query, k)
+            if not best:
+                return []
+            values = await client.hmget(keys.active, [mid for mid, _ in best])
+            return [
+                self._decode(value, key, mid).with_score(score)
+                for (mid, score), value in zip(best, values, strict=True)
+                if value is not None
+            ]
+
+        return await self._run("searching", fetch)
+
+    # -- embedder bookkeeping (memchat.engine.vectors) ------------------------
+
+    async def _user_bases(self, client: aioredis.Redis) -> list[str]:
+        """The base key of every user with entries under this prefix, sorted."""
+        pattern = glob_escape(f"{join_prefix(self.key_prefix)}mem:") + "{*"
+        bases: set[str] = set()
+        async for name in client.scan_iter(match=pattern, count=1000):
+            base, brace, rest = name.rpartition("}")
+            if brace and rest in ("", ":deleted"):
+                bases.add(base + brace)
+        return sorted(bases)
+
+    async def _missing_in(self, client: aioredis.Redis, base: str) -> tuple[UserKeys, list[str]]:
+        keys = _keys_of_base(base)
+        async with client.pipeline(transaction=True) as pipe:
+            pipe.hkeys(keys.active).hkeys(keys.deleted).hkeys(keys.vectors)
+            active, deleted, embedded = await pipe.execute()
+        have = set(embedded)
+        return keys, sorted(m for m in {*active, *deleted} if m not in have)
+
+    async def entries_missing_vectors(self, limit: int) -> list[Entry]:
+        """Entries of any user, tombstones included, that have no vector (at
+        most ``limit``; ``<= 0``: all)."""
+
+        async def fetch(client: aioredis.Redis) -> list[Entry]:
+            found: list[Entry] = []
+            for base in await self._user_bases(client):
+                keys, missing = await self._missing_in(client, base)
+                if limit > 0:
+                    missing = missing[: limit - len(found)]
+                if not missing:
+                    continue
+                async with client.pipeline(transaction=True) as pipe:
+                    pipe.hmget(keys.active, missing).hmget(keys.deleted, missing)
+                    active, deleted = await pipe.execute()
+                for mid, one, other in zip(missing, active, deleted, strict=True):
+                    raw = one if one is not None else other
+                    if raw is not None:
+                        found.append(self._decode_any(raw, base, mid))
+                if 0 < limit <= len(found):
+                    break
+            return found
+
+        return await self._run("reading", fetch)
+
+    def _decode_any(self, raw: str, base: str, memory_id: str) -> Entry:
+        """An entry read outside its user's scope: the scope is the one it names."""
+        try:
+            data = json.loads(raw)
+            key = UserKey(str(data["app_name"]), str(data["user_id"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise BackendError(
+                f"redis backend at {self.location}: memory {memory_id} of {base} "
+                "is not a memchat entry; remove it or use another key prefix"
+            ) from exc
+        return self._decode(raw, key, memory_id)
+
+    async def count_missing_vectors(self) -> int:
+        async def count(client: aioredis.Redis) -> int:
+            total = 0
+            for base in await self._user_bases(client):
+                total += len((await self._missing_in(client, base))[1])
+            return total
+
+        return await self._run("counting", count)
+
+    async def clear_vectors(self) -> None:
+        """Forget every stored vector (any user): the embedder changed."""
+
+        async def clear(client: aioredis.Redis) -> None:
+            for base in await self._user_bases(client):
+                keys = _keys_of_base(base)
+                async with client.pipeline(transaction=True) as pipe:
+                    await pipe.delete(keys.vectors).incr(keys.version).execute()
+
+        await self._run("forgetting the old vectors", clear)
+        self._matrices.clear()
+
+    @property
+    def _meta_key(self) -> str:
+        return f"{join_prefix(self.key_prefix)}meta"
+
+    async def read_meta(self, name: str) -> str | None:
+        return await self._run("reading", lambda client: client.hget(self._meta_key, name))
+
+    async def write_meta(self, name: str, value: str) -> None:
+        await self._run("writing", lambda client: client.hset(self._meta_key, name, value))

@@ -6,6 +6,21 @@ those three hooks (and may take over schema creation, ``_create_schema``).
 Rows hold the normalised memory in plain columns (no JSON blob to drift from
 the columns), times as integer microseconds since the epoch so ordering is
 exact and identical on every dialect.
+
+Vectors: each row has an ``embedding`` column (BLOB / BYTEA of little-endian
+float32, NULL when the memory has none yet), written in the same statement as
+the row, and ``vector_candidates`` ranks the user's vectors exactly in numpy
+over a per-user cache (``backends/_vectors.py``). The cache is reused while a
+cheap signature of the user's rows with a vector (count, sum and max of
+``updated_at``) is unchanged, so another process's writes are seen at the next
+search. A table made before vectors existed gets the column on open (ALTER
+TABLE … ADD COLUMN, under the same lock that serialises table creation).
+Stores with a native vector index (sqlitevec, pgvector, mysqlvec on a server
+with a vector type) replace this part.
+
+``memchat_meta(name, value)`` holds small per-table records (the embedder that
+made the stored vectors: ``read_meta`` / ``write_meta``), keyed
+``<table>:<name>``.
 """
 
 from __future__ import annotations
@@ -38,7 +53,8 @@ from memchat.engine.model import (
 from memchat.engine.secrets import redact
 
 from ._cache import DecodeCache
-from .base import Capabilities, resolve_timeout, timeout_message
+from ._vectors import MatrixCache, UserMatrix, check_query, encode_vector
+from .base import DEFAULT_VECTOR_DIMENSION, Capabilities, resolve_timeout, timeout_message
 
 T = TypeVar("T")
 
@@ -47,6 +63,9 @@ T = TypeVar("T")
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("memchat_sql_deadline", default=None)
 
 _TABLE_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+
+#: The table of small per-store records (``read_meta`` / ``write_meta``), shared by every memories table.
+META_TABLE = "memchat_meta"
 
 
 def validate_table_name(name: str, max_length: int = 64, what: str = "table name") -> str:
@@ -117,12 +136,34 @@ def memories_table(
     )
 
 
+def _dimension(dimension: int | None) -> int:
+    if dimension is None:
+        return DEFAULT_VECTOR_DIMENSION
+    if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension <= 0:
+        raise ConfigError(
+            f"invalid embedding dimension {dimension!r}: give the embedder's dimension, "
+            "a positive whole number such as 384"
+        )
+    return dimension
+
+
 def _json_list(value: Any) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str | bytes):
         value = json.loads(value)
     return tuple(value)
+
+
+def meta_table(metadata: sa.MetaData, *, schema: str | None = None, **table_options: Any) -> sa.Table:
+    return sa.Table(
+        META_TABLE,
+        metadata,
+        sa.Column("name", sa.String(255), primary_key=True),
+        sa.Column("value", sa.Text, nullable=False),
+        schema=schema,
+        **table_options,
+    )
 
 
 class _SQLTransaction:
@@ -135,10 +176,17 @@ class _SQLTransaction:
     async def put(self, entry: Entry, vector: Sequence[float] | None = None) -> None:
         if entry.app != self._key.app or entry.user != self._key.user:
             raise ValueError("an entry can only be written inside its own user's section")
-        await self._conn.execute(self._store._upsert(self._store._row(entry)))
+        store = self._store
+        row = store._row(entry)
+        if vector is not None and store.blob_vectors:
+            # Absent from the row, the stored embedding is kept on conflict.
+            row["embedding"] = store._encode(vector)
+        store._matrices.drop(self._key)
+        await self._conn.execute(store._upsert(row))
 
     async def remove(self, memory_id: str) -> None:
         t = self._store.table
+        self._store._matrices.drop(self._key)
         await self._conn.execute(
             sa.delete(t).where(self._store._scope(self._key), t.c.memory_id == memory_id)
         )
@@ -152,10 +200,16 @@ class SQLStore:
     and may override ``_begin_user`` (serialise writers) and ``_upsert``."""
 
     name = "sql"
-    capabilities = Capabilities(transactions=True, persistent=True, multi_process=True)
+    capabilities = Capabilities(vector_search=True, transactions=True, persistent=True, multi_process=True)
     max_table_name = 64
     #: How often an atomic section is run again after a deadlock (``_is_retryable``).
     max_attempts = 5
+    #: Vectors live in the table's ``embedding`` BLOB column and are ranked in
+    #: numpy; False for a store with its own vector index (sqlitevec, pgvector).
+    blob_vectors = True
+    #: False: any dimension fits (the engine sets ``dimension`` to its
+    #: embedder's); True: the index was made for ``dimension`` only.
+    fixed_dimension = False
 
     def __init__(
         self,
@@ -166,8 +220,12 @@ class SQLStore:
         schema: str | None = None,
         secret: str | None = None,
         timeout: float | None = None,
+        dimension: int | None = None,
         **table_options: Any,
     ) -> None:
+        if dimension is not None or not hasattr(self, "dimension"):
+            #: The dimension of the vectors written and searched (see ``fixed_dimension``).
+            self.dimension = _dimension(dimension)
         self.engine = engine
         self.location = location
         #: Seconds a call may take (connecting, queries, lock waits) before it fails.
@@ -184,11 +242,15 @@ class SQLStore:
             schema=schema,
             **table_options,
         )
+        if self.blob_vectors:
+            self.table.append_column(sa.Column("embedding", self._blob_type(), nullable=True))
+        self.meta_table = meta_table(self.metadata, schema=schema, **table_options)
         #: The engine write sections run on (a dialect may tag it, e.g. SQLite's
         #: BEGIN IMMEDIATE).
         self._write_engine: AsyncEngine = engine
         self._schema_ready = False
         self._decoded: DecodeCache[Entry] = DecodeCache()
+        self._matrices = MatrixCache()
 
     # -- hooks -----------------------------------------------------------
 
@@ -198,8 +260,20 @@ class SQLStore:
     async def _begin_user(self, conn: AsyncConnection, key: UserKey) -> None:
         """Called first in every atomic section: serialise this user's writers."""
 
-    def _upsert(self, row: dict[str, Any]) -> sa.Executable:
+    def _upsert_into(self, table: sa.Table, row: dict[str, Any], keys: Sequence[str]) -> sa.Executable:
+        """INSERT ``row``, or on a conflict of ``keys`` UPDATE the row's other columns."""
         raise NotImplementedError
+
+    def _upsert(self, row: dict[str, Any]) -> sa.Executable:
+        return self._upsert_into(self.table, row, ("app_name", "user_id", "memory_id"))
+
+    def _blob_type(self) -> sa.types.TypeEngine:
+        """The column type of a float32 vector (BLOB; BYTEA on PostgreSQL)."""
+        return sa.LargeBinary()
+
+    def _encode(self, vector: Sequence[float]) -> Any:
+        """The ``embedding`` column's value for ``vector``."""
+        return encode_vector(vector, self.dimension)
 
     def _explain(self, exc: BaseException) -> str:
         """One clear sentence for a driver error; never includes a password."""
@@ -271,6 +345,23 @@ class SQLStore:
         """Create the tables (and indexes) if missing; safe to race with other processes."""
         async with self._write_engine.begin() as conn:
             await conn.run_sync(self.metadata.create_all, checkfirst=True)
+            await self._ensure_embedding_column(conn)
+
+    async def _ensure_embedding_column(self, conn: AsyncConnection) -> None:
+        """Add the ``embedding`` column to a table made before vectors existed.
+        Call it where table creation is serialised against other processes."""
+        if not self.blob_vectors:
+            return
+        t = self.table
+
+        def columns(sync_conn: sa.Connection) -> set[str]:
+            return {c["name"] for c in sa.inspect(sync_conn).get_columns(t.name, schema=t.schema)}
+
+        if "embedding" in await conn.run_sync(columns):
+            return
+        spec = t.c.embedding.type.compile(dialect=conn.dialect)
+        table = conn.dialect.identifier_preparer.format_table(t)
+        await conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN embedding {spec} NULL"))
 
     # -- plumbing --------------------------------------------------------
 
@@ -434,6 +525,7 @@ class SQLStore:
 
     async def clear(self, key: UserKey, *, deleted_at: datetime | None) -> int:
         t = self.table
+        self._matrices.drop(key)
 
         async def work(tx: _SQLTransaction) -> int:
             active = await tx.count_active()
@@ -451,6 +543,136 @@ class SQLStore:
 
     async def keyword_candidates(self, key: UserKey, query: str) -> list[Entry]:
         return await self.list(key)
+
+    # -- vectors -----------------------------------------------------------
+
+    async def vector_candidates(self, key: UserKey, vector: Sequence[float], k: int) -> list[Entry]:
+        """Up to ``k`` of the user's active memories with a vector, nearest to
+        ``vector`` first, ``score`` = cosine similarity (exact, numpy)."""
+        if k <= 0:
+            return []
+        query = check_query(vector, self.dimension)
+        return await self._read("searching", lambda conn: self._blob_candidates(conn, key, query, k))
+
+    def _with_vector(self, key: UserKey) -> sa.ColumnElement[bool]:
+        t = self.table
+        return sa.and_(self._scope(key), t.c.deleted_at.is_(None), t.c.embedding.is_not(None))
+
+    async def _blob_candidates(self, conn: AsyncConnection, key: UserKey, query: Any, k: int) -> list[Entry]:
+        t = self.table
+        signature = tuple(
+            (
+                await conn.execute(
+                    sa.select(
+                        sa.func.count(),
+                        # Summed modulo 2^31 - 1: a sum of 10k microsecond stamps overflows 64 bits.
+                        sa.func.coalesce(sa.func.sum(t.c.updated_at % 2147483647), 0),
+                        sa.func.coalesce(sa.func.max(t.c.updated_at), 0),
+                    ).where(self._with_vector(key))
+                )
+            ).one()
+        )
+        signature = (self.dimension, *(int(v) for v in signature))
+        matrix = self._matrices.get(key, signature)
+        if matrix is None:
+            rows = (
+                await conn.execute(sa.select(t.c.memory_id, t.c.embedding).where(self._with_vector(key)))
+            ).all()
+            matrix = UserMatrix.from_blobs(((r[0], r[1]) for r in rows), self.dimension)
+            self._matrices.put(key, signature, matrix)
+        scores = dict(matrix.nearest(query, k))
+        return await self._fetch_scored(conn, key, scores)
+
+    async def _fetch_scored(
+        self, conn: AsyncConnection, key: UserKey, scores: dict[str, float]
+    ) -> list[Entry]:
+        """The active entries for ``scores``' IDs, in its order, scored."""
+        if not scores:
+            return []
+        t = self.table
+        ids = list(scores)
+        found: dict[str, Entry] = {}
+        columns = self._row_columns()
+        for start in range(0, len(ids), 500):
+            stmt = sa.select(*columns).where(
+                self._scope(key), t.c.deleted_at.is_(None), t.c.memory_id.in_(ids[start : start + 500])
+            )
+            for row in (await conn.execute(stmt)).all():
+                found[row.memory_id] = self._entry(row)
+        return [found[i].with_score(scores[i]) for i in ids if i in found]
+
+    # -- embedder bookkeeping (memchat.engine.vectors) ------------------------
+
+    def _missing_vector(self) -> sa.ColumnElement[bool]:
+        return self.table.c.embedding.is_(None)
+
+    async def entries_missing_vectors(self, limit: int) -> list[Entry]:
+        """Entries of any user, tombstones included, that have no vector: at
+        most ``limit`` (``<= 0``: all), by (app, user, id)."""
+        t = self.table
+        stmt = (
+            sa.select(*self._row_columns())
+            .where(self._missing_vector())
+            .order_by(t.c.app_name, t.c.user_id, t.c.memory_id)
+        )
+        if limit > 0:
+            stmt = stmt.limit(limit)
+
+        async def fetch(conn: AsyncConnection) -> list[Entry]:
+            return [self._entry(r) for r in (await conn.execute(stmt)).all()]
+
+        return await self._read("reading", fetch)
+
+    async def count_missing_vectors(self) -> int:
+        """How many entries (any user, tombstones included) have no vector."""
+        stmt = sa.select(sa.func.count()).select_from(self.table).where(self._missing_vector())
+        return await self._read("counting", lambda conn: self._scalar_int(conn, stmt))
+
+    @staticmethod
+    async def _scalar_int(conn: AsyncConnection, stmt: sa.Executable) -> int:
+        return int((await conn.execute(stmt)).scalar_one())
+
+    async def clear_vectors(self) -> None:
+        """Forget every stored vector (any user): the embedder changed."""
+        t = self.table
+        stmt = sa.update(t).where(t.c.embedding.is_not(None)).values(embedding=None)
+        await self._write_all("forgetting the old vectors", lambda conn: conn.execute(stmt))
+        self._matrices.clear()
+
+    def _meta_name(self, name: str) -> str:
+        return f"{self.table.name}:{name}"
+
+    async def read_meta(self, name: str) -> str | None:
+        """The value recorded under ``name`` for this table, or None."""
+        m = self.meta_table
+        stmt = sa.select(m.c.value).where(m.c.name == self._meta_name(name))
+        return await self._read("reading", lambda conn: self._scalar_or_none(conn, stmt))
+
+    @staticmethod
+    async def _scalar_or_none(conn: AsyncConnection, stmt: sa.Executable) -> Any:
+        return (await conn.execute(stmt)).scalar()
+
+    async def write_meta(self, name: str, value: str) -> None:
+        """Record ``value`` under ``name`` for this table (replacing it)."""
+        stmt = self._upsert_into(self.meta_table, {"name": self._meta_name(name), "value": value}, ("name",))
+        await self._write_all("writing", lambda conn: conn.execute(stmt))
+
+    async def _write_all(self, action: str, fn: Callable[[AsyncConnection], Awaitable[Any]]) -> None:
+        """Run ``fn`` in one write transaction not tied to a user (retried on a deadlock)."""
+        await self.open()
+        attempt = 0
+        async with self._bounded() as expired:
+            while True:
+                attempt += 1
+                try:
+                    async with self._write_engine.begin() as conn:
+                        await fn(conn)
+                        return
+                except (SQLAlchemyError, OSError) as exc:
+                    if not expired and attempt < self.max_attempts and self._is_retryable(exc):
+                        await asyncio.sleep(0.01 * attempt)
+                        continue
+                    raise await self._failed(action, exc, bool(expired)) from exc
 
 
 class ServerSQLStore(SQLStore):

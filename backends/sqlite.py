@@ -3,12 +3,16 @@
 Writers take SQLite's write lock up front (``BEGIN IMMEDIATE``) and wait for
 it (busy timeout), and the database runs in WAL mode, so several processes
 can share one file and no write is lost; readers never block writers.
+
+Each memory's embedding is a float32 BLOB in the same row, ranked exactly in
+numpy (``backends/sql.py``); a file made before vectors existed gets the
+column when it is opened.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -67,6 +71,7 @@ class SQLiteStore(SQLStore):
         table: str = "memories",
         env: Mapping[str, str] | None = None,
         timeout: float | None = None,
+        dimension: int | None = None,
         **engine_options: Any,
     ) -> None:
         env = os.environ if env is None else env
@@ -91,12 +96,11 @@ class SQLiteStore(SQLStore):
                 **engine_options,
             )
         _install_transaction_control(engine.sync_engine, wal=path != ":memory:", busy_timeout=seconds)
-        super().__init__(engine, table=table, location=path, timeout=seconds)
+        super().__init__(engine, table=table, location=path, timeout=seconds, dimension=dimension)
         self._write_engine = engine.execution_options(sqlite_immediate=True)
 
-    def _upsert(self, row: dict[str, Any]) -> sa.Executable:
-        stmt = sqlite_insert(self.table).values(**row)
-        keys = ("app_name", "user_id", "memory_id")
+    def _upsert_into(self, table: sa.Table, row: dict[str, Any], keys: Sequence[str]) -> sa.Executable:
+        stmt = sqlite_insert(table).values(**row)
         return stmt.on_conflict_do_update(
             index_elements=list(keys), set_={k: stmt.excluded[k] for k in row if k not in keys}
         )

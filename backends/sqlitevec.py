@@ -166,6 +166,9 @@ class _VecTransaction:
 class SQLiteVecStore(SQLiteStore):
     name = "sqlitevec"
     capabilities = Capabilities(vector_search=True, transactions=True, persistent=True, multi_process=True)
+    #: Vectors live in the vec0 index, made for one dimension.
+    blob_vectors = False
+    fixed_dimension = True
 
     def __init__(
         self,
@@ -314,6 +317,54 @@ class SQLiteVecStore(SQLiteStore):
             return [found[i].with_score(1.0 - distance[i]) for i in ids if i in found]
 
         return await self._read("searching", fetch)
+
+    # -- embedder bookkeeping ----------------------------------------------
+
+    async def _missing_keys(self, conn: AsyncConnection) -> list[tuple[str, str, str]]:
+        """(app, user, id) of every row without a vector in the index, in that order."""
+        t = self.table
+        have = {r[0] for r in (await conn.exec_driver_sql(f'SELECT key FROM "{self._vec_name}"')).all()}
+        rows = await conn.execute(
+            sa.select(t.c.app_name, t.c.user_id, t.c.memory_id).order_by(
+                t.c.app_name, t.c.user_id, t.c.memory_id
+            )
+        )
+        return [
+            (app, user, mid)
+            for app, user, mid in rows.all()
+            if json.dumps([app, user, mid], ensure_ascii=False) not in have
+        ]
+
+    async def entries_missing_vectors(self, limit: int) -> list[Entry]:
+        t = self.table
+
+        async def fetch(conn: AsyncConnection) -> list[Entry]:
+            keys = await self._missing_keys(conn)
+            if limit > 0:
+                keys = keys[:limit]
+            found: list[Entry] = []
+            for app, user, mid in keys:
+                stmt = sa.select(*self._row_columns()).where(
+                    t.c.app_name == app, t.c.user_id == user, t.c.memory_id == mid
+                )
+                row = (await conn.execute(stmt)).first()
+                if row is not None:
+                    found.append(self._entry(row))
+            return found
+
+        return await self._read("reading", fetch)
+
+    async def count_missing_vectors(self) -> int:
+        async def count(conn: AsyncConnection) -> int:
+            return len(await self._missing_keys(conn))
+
+        return await self._read("counting", count)
+
+    async def clear_vectors(self) -> None:
+        vec = self._vec_name
+        await self._write_all(
+            "forgetting the old vectors", lambda conn: conn.exec_driver_sql(f'DELETE FROM "{vec}"')
+        )
 
 
 def _micros(value: datetime) -> int:

@@ -11,10 +11,12 @@ memories are searched with the question text; a hit at k is a top-k memory
 carrying one of the question's evidence ``dia_id``s. Questions whose evidence
 no observation carries cannot be hit (the ceiling).
 
-Modes, through MemoryService on each backend (``max_results=10``):
-  keyword  svc.search, hybrid off (the engine's keyword ranking, §4.1)
-  vector   svc.vector_search (cosine only)
-  hybrid   svc.search with hybrid_search=True (engine/search.py HybridRanking)
+Modes, through MemoryService.search on each backend (``max_results=10``):
+  keyword  mode="keyword" (the engine's keyword ranking, §4.1)
+  vector   mode="semantic" (calibrated cosine only; = svc.vector_search)
+  hybrid   mode="" (the default: engine/search/fusion.py HybridRanking)
+To score one conversation alone (the held-out one, benchmarks/README.md), point
+``--data`` at a folder holding only its JSON file.
 and two plain baselines computed here over the same data and embeddings:
 Okapi BM25 (k1 1.2, b 0.75, lower-cased [a-z0-9]+ tokens) and cosine.
 
@@ -46,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from memchat.engine import MemoryService, Metadata, SearchOptions, UserKey  # noqa: E402
-from memchat.engine.embedding import LocalEmbedder  # noqa: E402
+from memchat.engine.embedding import default_embedder  # noqa: E402
 
 KS = (5, 10)
 KEY = UserKey("locomo", "speaker-pair")
@@ -84,18 +86,25 @@ def load(folder: Path) -> list[dict[str, Any]]:
 
 
 class CachedEmbedder:
-    """The offline embedder, answering from vectors computed up front."""
+    """The default embedder, answering from vectors computed up front (memories with
+    ``embed``, questions with ``embed_query`` where the embedder tells them apart)."""
 
-    def __init__(self, inner: LocalEmbedder, cache: dict[str, list[float]]) -> None:
-        self.inner, self.cache = inner, cache
+    def __init__(self, inner: Any, cache: dict[str, list[float]], queries: dict[str, list[float]]) -> None:
+        self.inner, self.cache, self.queries = inner, cache, queries
         self.name, self.dimension = inner.name, inner.dimension
 
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        missing = [t for t in texts if t not in self.cache]
+    async def _cached(self, cache: dict, embed: Any, texts: Sequence[str]) -> list[list[float]]:
+        missing = [t for t in texts if t not in cache]
         if missing:
-            for text, vector in zip(missing, await self.inner.embed(missing), strict=True):
-                self.cache[text] = vector
-        return [self.cache[t] for t in texts]
+            for text, vector in zip(missing, await embed(missing), strict=True):
+                cache[text] = vector
+        return [cache[t] for t in texts]
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self._cached(self.cache, self.inner.embed, texts)
+
+    async def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
+        return await self._cached(self.queries, getattr(self.inner, "embed_query", self.inner.embed), texts)
 
     async def embed_tokens(self, texts: Sequence[str]) -> list[Any]:
         return await self.inner.embed_tokens(texts)
@@ -167,12 +176,10 @@ async def run_backend(
                 total += 1
                 for mode in hits:
                     start = time.perf_counter()
-                    if mode == "vector":
-                        found = await svc.vector_search(KEY, question, SearchOptions(max_results=max(KS)))
-                    else:
-                        found = await svc.search(
-                            KEY, question, SearchOptions(max_results=max(KS), hybrid_search=mode == "hybrid")
-                        )
+                    wanted_mode = {"keyword": "keyword", "vector": "semantic", "hybrid": ""}[mode]
+                    found = await svc.search(
+                        KEY, question, SearchOptions(max_results=max(KS), mode=wanted_mode)
+                    )
                     timings[mode].append((time.perf_counter() - start) * 1000)
                     for k in KS:
                         if any(evidence.get(e.id, set()) & wanted for e in found[:k]):
@@ -199,14 +206,16 @@ async def main() -> None:
     if not conversations:
         sys.exit(f"no LoCoMo files in {args.data}")
 
-    inner = LocalEmbedder()
-    texts = sorted({t for c in conversations for t, _, _ in c["observations"]} | {
-        q for c in conversations for q, _ in c["questions"]
-    })  # fmt: skip
+    inner = default_embedder()
+    texts = sorted({t for c in conversations for t, _, _ in c["observations"]})
+    asked = sorted({q for c in conversations for q, _ in c["questions"]})
     start = time.perf_counter()
     cache = dict(zip(texts, await inner.embed(texts), strict=True))
-    print(f"embedded {len(texts)} texts in {time.perf_counter() - start:.1f} s", file=sys.stderr)
-    embedder = CachedEmbedder(inner, cache)
+    query_embed = getattr(inner, "embed_query", inner.embed)
+    queries = dict(zip(asked, await query_embed(asked), strict=True))
+    print(f"embedded {len(texts) + len(asked)} texts in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    embedder = CachedEmbedder(inner, cache, queries)
+    cache = {**cache, **queries}  # the cosine baseline: questions as the engine embeds them
 
     # Baselines and the ceiling.
     base = {"bm25": dict.fromkeys(KS, 0), "cosine": dict.fromkeys(KS, 0)}

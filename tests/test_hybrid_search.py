@@ -4,6 +4,7 @@ embedder. The fusion is the same code for every vector backend."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from datetime import UTC, datetime, timedelta
 
@@ -36,10 +37,14 @@ def test_scores_are_a_convex_combination_of_honest_similarities() -> None:
     keyword = S.lexical_scores(everything, "coffee")
     assert keyword[0] > 0 and keyword[1] == 0
     w_dense, w_keyword, w_tokens = S.HYBRID_WEIGHTS
-    assert ranking.score("m1") == pytest.approx((w_dense + w_tokens) * 0.8 + w_keyword * keyword[0])
+    floor = S.HYBRID_SEMANTIC_FLOOR * 0.8  # a strong semantic hit keeps at least this
+    assert ranking.score("m1") == pytest.approx(
+        max((w_dense + w_tokens) * 0.8 + w_keyword * keyword[0], floor)
+    )
     assert ranking.score("m2") == 0.0  # negative cosine counts as no similarity
     ranking.set_token_similarities({"m1": 0.5})
-    assert ranking.score("m1") == pytest.approx(w_dense * 0.8 + w_keyword * keyword[0] + w_tokens * 0.5)
+    mix = w_dense * 0.8 + w_keyword * keyword[0] + w_tokens * 0.5
+    assert ranking.score("m1") == pytest.approx(max(mix, floor))
     results = ranking.results(SearchOptions())
     assert [r.id for r in results] == ["m1", "m2"]
     assert all(0.0 <= r.score <= 1.0 for r in results)
@@ -71,9 +76,28 @@ def test_cjk_queries_lean_on_the_keyword_side() -> None:
     assert S.latin_share("coffee") == 1.0 and S.latin_share("咖啡") == 0.0
     assert S.latin_share("Go 语言") == pytest.approx(0.5)
     chinese = entry(1, "李四每天早上喝咖啡")
-    ranking = S.HybridRanking([chinese], [chinese.with_score(0.1)], "咖啡")
+    minilm = S.calibration_for(type("E", (), {"name": "all-MiniLM-L6-v2 (int8 ONNX, offline)"})())
+    ranking = S.HybridRanking([chinese], [chinese.with_score(0.1)], "咖啡", calibration=minilm)
     assert ranking.w_dense == 0 and ranking.w_tokens == 0 and ranking.w_keyword == pytest.approx(1.0)
-    assert ranking.rerank_targets(SearchOptions()) == []
+    assert ranking.semantic_floor == 0 and ranking.rerank_targets(SearchOptions()) == []
+    # A model that reads Chinese keeps its dense weight; MiniLM's token pieces still step aside.
+    e5 = S.calibration_for(
+        type("E", (), {"name": "multilingual-e5-small (q4, offline); token re-rank all-MiniLM"})()
+    )
+    assert e5.model == "multilingual-e5-small" and e5.reads_cjk
+    ranking = S.HybridRanking([chinese], [chinese.with_score(0.9)], "咖啡", calibration=e5)
+    assert ranking.w_dense == S.HYBRID_WEIGHTS[0] and ranking.w_tokens == 0
+
+
+def test_dense_calibration_is_increasing_with_anchors_at_0_1_and_0_9() -> None:
+    for calibration in S.CALIBRATIONS:
+        values = [calibration.relevance(c / 100) for c in range(-100, 101)]
+        assert all(a < b for a, b in itertools.pairwise(values))
+        assert values[0] == 0.0 and values[-1] == pytest.approx(1.0)
+        assert calibration.relevance(calibration.unrelated) == pytest.approx(0.1)
+        assert calibration.relevance(calibration.answer) == pytest.approx(0.9)
+    assert S.UNCALIBRATED.relevance(0.42) == 0.42 and S.UNCALIBRATED.relevance(-0.3) == 0.0
+    assert S.calibration_for(object()) is S.UNCALIBRATED
 
 
 @pytest.mark.parametrize(
@@ -166,8 +190,9 @@ MEMORIES = [
 async def test_hybrid_finds_meaning_without_shared_words(svc: MemoryService) -> None:
     for text in MEMORIES:
         await svc.add(KEY, text)
-    assert await svc.search(KEY, "favourite coffee") == []  # keyword path: no shared word
-    hits = await svc.search(KEY, "favourite coffee", SearchOptions(hybrid_search=True, max_results=3))
+    keyword_only = SearchOptions(mode="keyword")
+    assert await svc.search(KEY, "favourite coffee", keyword_only) == []  # no shared word
+    hits = await svc.search(KEY, "favourite coffee", SearchOptions(max_results=3))  # hybrid: the default
     assert hits[0].memory.text == "User drinks a double espresso every morning"
     assert all(0.0 <= h.score <= 1.0 for h in hits)
     assert hits == sorted(hits, key=lambda h: -h.score)
@@ -197,7 +222,7 @@ async def test_hybrid_hides_tombstones_and_respects_kind(svc: MemoryService) -> 
     assert await svc.search(KEY, "tea", SearchOptions(hybrid_search=True, kind="fact")) == []
     await svc.restore(KEY, gone.id)  # restored with its old embedding
     hits = await svc.vector_search(KEY, "green tea")
-    assert hits[0].id == gone.id and hits[0].score > 0.7
+    assert hits[0].id == gone.id and hits[0].score > 0.5  # calibrated: well above unrelated (0.1)
 
 
 async def test_an_update_re_embeds_the_new_text(svc: MemoryService) -> None:
@@ -257,7 +282,7 @@ def test_query_pieces_every_candidate_matches_count_less() -> None:
         "m2": S.token_similarity(query, np.array([[0.0, 1.0], [0.6, 0.8]])),
         "m3": S.token_similarity(query, np.array([[1.0, 0.0], [0.0, 0.0]])),
     }
-    weighted = S._weighted_piece_means(sims)
+    weighted = S.weighted_piece_means(sims)
     assert weighted["m2"] > weighted["m1"]  # m2 matches the piece few candidates match
     assert all(0 <= v <= 1 for v in weighted.values())
-    assert S._weighted_piece_means({"x": 0.5}) == {"x": 0.5}
+    assert S.weighted_piece_means({"x": 0.5}) == {"x": 0.5}

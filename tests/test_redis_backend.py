@@ -19,6 +19,7 @@ from urllib.parse import unquote
 import pytest
 
 from memchat.engine import BackendError, ConfigError, MemoryService, Metadata, UserKey, memory_id
+from memchat.engine.vectors import NO_EMBEDDER
 from tests.support import require
 
 pytest.importorskip("redis", reason="the redis package is not installed: pip install 'memchat[redis]'")
@@ -185,7 +186,7 @@ def test_the_registry_builds_it_and_it_declares_its_capabilities() -> None:
     store = create("redis", url="redis://127.0.0.1:6379/0", key_prefix="x")
     assert isinstance(store, RedisStore) and store.name == "redis"
     caps = store.capabilities
-    assert caps.transactions and caps.persistent and caps.multi_process and not caps.vector_search
+    assert caps.transactions and caps.persistent and caps.multi_process and caps.vector_search
 
 
 async def test_an_unreachable_server_is_one_clear_error_without_the_password() -> None:
@@ -224,7 +225,7 @@ async def make_store(raw: aioredis.Redis) -> AsyncIterator[Callable[..., RedisSt
     stores: list[RedisStore] = []
 
     def make(**options) -> RedisStore:
-        store = RedisStore(SHARED_URL, key_prefix=prefix, env={}, **options)
+        store = RedisStore(SHARED_URL, **{"key_prefix": prefix, "env": {}, **options})
         stores.append(store)
         return store
 
@@ -295,7 +296,7 @@ async def test_a_glob_user_id_matches_only_its_own_keys(make_store, raw) -> None
     # A pattern built from the user's key (as an operator would) sees only that user.
     for pattern in (own.active + "*", own.active):
         found = {k async for k in raw.scan_iter(match=pattern)}
-        assert found <= {own.active, own.deleted} and own.active in found
+        assert found <= {own.active, own.deleted, own.vectors, own.version} and own.active in found
         assert set(await raw.keys(pattern)) == found
     assert [e.memory.text for e in await svc.read(star, include_deleted=True)] == [
         "second of *",
@@ -318,7 +319,7 @@ async def test_injection_strings_are_stored_verbatim_and_isolated(make_store, ra
     assert stored.memory.topics == (text.strip(), "plain")
     data = json.loads(await raw.hget(store.keys_for(hostile).active, entry.id))
     assert (data["app_name"], data["user_id"], data["memory"]["memory"]) == (text, text, f"memory {text}")
-    assert [e.memory.text for e in await svc.search(hostile, "bystander")] == []
+    assert "bystander's fact" not in [e.memory.text for e in await svc.search(hostile, "bystander")]
     assert await svc.clear(hostile) == 1
     assert [e.memory.text for e in await svc.read(bystander)] == ["bystander's fact"]
     await svc.close()
@@ -527,3 +528,64 @@ async def test_wrong_and_missing_passwords_are_distinct_clear_errors(start_serve
     for store in (wrong, missing, right):
         assert PASSWORD not in store.describe()
         await store.close()
+
+
+# -- vectors -------------------------------------------------------------------------
+
+
+def test_a_users_vector_keys_share_its_hash_tag() -> None:
+    keys = user_keys("memchat", UserKey("memory-chat", "alice"))
+    assert keys.vectors == "memchat:mem:{memory-chat:alice}:vec"
+    assert keys.version == "memchat:mem:{memory-chat:alice}:version"
+
+
+async def test_memories_stored_before_vectors_get_them_on_open(make_store, raw) -> None:
+    from memchat.engine.vectors import META_EMBEDDER
+    from tests.conformance.test_vectors import HashEmbedder
+
+    key = UserKey("memory-chat", "alice")
+    store = make_store()
+    keys = store.keys_for(key)
+    old = {
+        "id": "m1", "app_name": key.app, "user_id": key.user,
+        "memory": {"memory": "User likes green tea", "topics": ["drinks"], "kind": "fact",
+                   "event_time": None, "participants": [], "location": ""},
+        "created_at": "2025-01-01T00:00:00.000000+00:00", "updated_at": "2025-01-01T00:00:00.000000+00:00",
+        "deleted_at": None,
+    }  # fmt: skip
+    # What the store wrote before it kept vectors: two hashes, no vector, no version.
+    await raw.hset(keys.active, "m1", json.dumps(old))
+    await raw.hset(keys.deleted, "m0", json.dumps({**old, "id": "m0", "deleted_at": old["updated_at"]}))
+    embedder = HashEmbedder()
+    async with MemoryService(store, embedder=embedder, soft_delete=True) as svc:
+        [entry] = await svc.read(key)
+        assert entry.memory.topics == ("drinks",)
+        query = embedder.vector("User likes green tea")
+        [hit] = await store.vector_candidates(key, query, 5)
+        assert hit.id == "m1" and hit.score == pytest.approx(1.0, abs=1e-5)
+        await svc.restore(key, "m0")
+        assert {e.id for e in await store.vector_candidates(key, query, 5)} == {"m0", "m1"}
+    assert set(await raw.hkeys(keys.vectors)) == {"m0", "m1"}
+    client = aioredis.Redis.from_url(SHARED_URL)
+    try:
+        blob = await client.hget(keys.vectors, "m1")
+    finally:
+        await client.aclose()
+    assert len(blob) == 384 * 4  # float32
+    assert "test-hash-embedder" in (await store.read_meta(META_EMBEDDER) or "")
+
+
+async def test_the_fill_in_reads_only_its_own_prefix_even_with_glob_characters(make_store) -> None:
+    from tests.conformance.test_vectors import HashEmbedder
+
+    key = UserKey("memory-chat", "alice")
+    base = make_store().key_prefix
+    starred, plain = make_store(key_prefix=base + "a*"), make_store(key_prefix=base + "ab")
+    async with MemoryService(plain, embedder=NO_EMBEDDER) as svc:
+        await svc.add(key, "a memory under the other prefix")
+    assert await starred.count_missing_vectors() == 0
+    assert await starred.entries_missing_vectors(10) == []
+    assert await plain.count_missing_vectors() == 1
+    async with MemoryService(starred, embedder=HashEmbedder()) as svc:
+        await svc.add(key, "User likes tea")
+    assert await plain.count_missing_vectors() == 1  # untouched by the other store's fill-in

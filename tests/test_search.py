@@ -1,4 +1,4 @@
-"""Keyword ranking (reference §4.1) and RRF (§4.2): memchat.engine.search."""
+"""Keyword ranking (reference §4.1) and result assembly: memchat.engine.search (keyword mode)."""
 
 from __future__ import annotations
 
@@ -15,18 +15,16 @@ from memchat.engine import search
 from memchat.engine.model import KIND_EPISODE, KIND_FACT, Entry, Memory, SearchOptions
 from memchat.engine.search import (
     DEFAULT_MAX_RESULTS,
-    DEFAULT_RRF_K,
     MIN_KEYWORD_SCORE,
     build_search_tokens,
-    deduplicate,
     jaccard_tokens,
     keyword_search,
     matches_filters,
-    merge_kind_fallback,
-    rrf_fuse,
     score_entries,
-    sort_results,
 )
+from memchat.engine.search import tokens as search_tokens
+from memchat.engine.search.keyword import _coverage, _field_stats
+from memchat.engine.search.results import finish
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -231,15 +229,17 @@ def test_order_by_event_time_breaks_score_ties_undated_last():
     assert ids(ordered) == ["early", "late", "undated-newest"]
 
 
-def test_sort_results_public_order():
+def test_result_order_of_scored_candidates():
     entries = [
         entry("z", "x", score=0.5, updated=1),
         entry("y", "x", score=0.9),
         entry("a", "x", score=0.5, updated=1),
         entry("dated", "x", score=0.5, event_time=T0, updated=0),
     ]
-    assert ids(sort_results(entries, False)) == ["y", "a", "z", "dated"]
-    assert ids(sort_results(entries, True)) == ["y", "dated", "a", "z"]
+    pairs = [(e.score, e) for e in entries]
+    assert ids(finish(pairs, SearchOptions(), 0)) == ["y", "a", "z", "dated"]
+    assert ids(finish(pairs, SearchOptions(order_by_event_time=True), 0)) == ["y", "dated", "a", "z"]
+    assert ids(sort_results(entries, True)) == ["y", "dated", "a", "z"]  # the plain reference below
     assert ids(entries) == ["z", "y", "a", "dated"]  # input untouched
 
 
@@ -296,7 +296,7 @@ def test_kind_fallback_only_below_three_results():
     assert ids(results) == ["ep2", "ep1", "ep0"]
 
 
-def test_merge_kind_fallback_rule():
+def test_merge_kind_fallback_rule_of_the_reference_pipeline():
     primary = [entry("p1", "x", kind=KIND_EPISODE, score=0.4)]
     fallback = [
         entry("f-fact-high", "x", kind=KIND_FACT, score=0.9),
@@ -368,7 +368,7 @@ def test_dedup_drops_lower_scored_near_duplicate():
     assert ids(deduped) == ["dup-newer", "other"]
 
 
-def test_deduplicate_public_helper():
+def test_dedup_compares_with_every_higher_scored_entry():
     words = [f"w{i}" for i in range(13)]
     a = entry("a", " ".join(words[0:10]), score=0.9)
     b = entry("b", " ".join([*words[0:9], words[10]]), score=0.8)  # J(a, b) = 9/11
@@ -377,6 +377,13 @@ def test_deduplicate_public_helper():
     # c is dropped because of b even though b itself was dropped (pairwise semantics);
     # survivors keep the input order.
     assert ids(deduplicate([c, a, d, b])) == ["a", "d"]
+    # The engine's result assembly agrees (results in score order).
+    pairs = [(e.score, e) for e in (c, a, d, b)]
+    assert ids(finish(pairs, SearchOptions(deduplicate=True), 0)) == ["d", "a"]
+    assert ids(finish(pairs, SearchOptions(deduplicate=True, kind="fact", kind_fallback=True), 0)) == [
+        "d",
+        "a",
+    ]
     # Exactly 0.8 counts as a duplicate.
     assert ids(
         deduplicate([entry("x", "aa bb cc dd", score=1), entry("y", "aa bb cc dd ee", score=0.5)])
@@ -398,40 +405,6 @@ def test_jaccard_tokens():
 
 
 # ---------------------------------------------------------------------------
-# §4.2 RRF
-# ---------------------------------------------------------------------------
-
-
-def test_rrf_worked_example():
-    vector = entry("vector", "vector favorite", score=1.0)
-    alpha = entry("alpha", "alpha lexical", score=0.6)
-    fused = rrf_fuse([[vector, alpha], [alpha.with_score(0.9)]])
-    assert ids(fused) == ["alpha", "vector"]
-    assert fused[0].score == pytest.approx(1 / 62 + 1 / 61)
-    assert fused[0].score == pytest.approx(0.03252, abs=5e-6)
-    assert fused[1].score == pytest.approx(0.01639, abs=5e-6)
-    assert DEFAULT_RRF_K == 60
-
-
-def test_rrf_default_k_and_invalid_entries():
-    good = entry("good", "x")
-    nameless = entry("", "x")
-    fused = rrf_fuse([[nameless, good], [None, nameless]], k=0)  # type: ignore[list-item]
-    assert ids(fused) == ["good"]
-    assert fused[0].score == pytest.approx(1 / 62)
-    assert rrf_fuse([[good]], k=10)[0].score == pytest.approx(1 / 11)
-    assert rrf_fuse([]) == []
-
-
-def test_rrf_ties_sorted_like_search_results():
-    older = entry("b-older", "x", updated=1)
-    newer = entry("c-newer", "x", updated=2)
-    same = entry("a-same", "x", updated=1)
-    fused = rrf_fuse([[older], [newer], [same]])
-    assert ids(fused) == ["c-newer", "a-same", "b-older"]
-
-
-# ---------------------------------------------------------------------------
 # CJK
 # ---------------------------------------------------------------------------
 
@@ -446,27 +419,38 @@ def test_chinese_memory_tokens():
     assert build_search_tokens("我喜欢什么") == ["喜欢", "什么"]
 
 
-def test_chinese_synonym_query_matches_but_scores_below_default_threshold():
+def test_a_query_listing_alternatives_finds_a_memory_holding_one():
     memory = entry("zhang", ZHANG)
-    # Only "喜欢" of the four query tokens matches: coverage 1/4, so with the spec'd formula
-    # the score is 0.4*0.25 + 0.25*rarity + 0.25*(1/2.2) = 0.2298, below the default 0.3.
-    # The memory is a match (score > 0) and is found once the threshold is lowered.
+    # Only "喜欢" of the four query tokens matches. The reference's coverage 1/4 gave
+    # 0.4*0.25 + 0.25*rarity + 0.25*(1/2.2) = 0.2298, under the 0.3 minimum: the seed
+    # demo's own query found nothing. The first matched term now covers half the query.
     score = score_entries([memory], "喜欢 爱好 兴趣 偏好")[0]
-    assert score == pytest.approx(0.2298, abs=5e-5)
-    assert keyword_search([memory], "喜欢 爱好 兴趣 偏好", SearchOptions()) == []
-    found = keyword_search([memory], "喜欢 爱好 兴趣 偏好", SearchOptions(similarity_threshold=0.2))
-    assert ids(found) == ["zhang"]
+    assert score == pytest.approx(0.2298 + 0.4 * (0.5 - 0.25), abs=5e-5)
+    assert ids(keyword_search([memory], "喜欢 爱好 兴趣 偏好", SearchOptions())) == ["zhang"]
 
 
-def test_chinese_question_query_matches_but_scores_below_default_threshold():
+def test_a_chinese_question_finds_the_memory_it_asks_about():
     memory = entry("zhang", ZHANG)
     # "我喜欢什么" -> primary tokens [喜欢, 什么] (weight 1) plus the trigrams 我喜欢, 喜欢什,
-    # 欢什么 (weight 0.45 each). Only "喜欢" is in the memory, so coverage is 1/3.35 and the
-    # spec'd score is 0.2533: a match, but under the default minimum score of 0.3.
+    # 欢什么 (weight 0.45 each). Only "喜欢" is in the memory: coverage max(1/3.35, 0.5).
     score = score_entries([memory], "我喜欢什么")[0]
-    assert score == pytest.approx(0.2533, abs=5e-5)
-    assert keyword_search([memory], "我喜欢什么", SearchOptions()) == []
-    assert ids(keyword_search([memory], "我喜欢什么", SearchOptions(similarity_threshold=0.25))) == ["zhang"]
+    assert score == pytest.approx(0.2533 + 0.4 * (0.5 - 1 / 3.35), abs=5e-5)
+    assert ids(keyword_search([memory], "我喜欢什么", SearchOptions())) == ["zhang"]
+
+
+def test_coverage_is_the_reference_share_up_to_two_terms_and_never_below_it():
+    for total in (1.0, 1.45, 2.0):
+        for matched in (0.0, 0.45, 1.0, total):
+            if matched <= total:
+                assert _coverage(matched, total) == pytest.approx(matched / max(total, 1.0))
+    assert _coverage(1.0, 4.0) == 0.5  # one of four alternatives
+    assert _coverage(2.0, 4.0) == pytest.approx(0.5 + 0.5 / 3)
+    assert _coverage(4.0, 4.0) == 1.0
+    for total in (2.5, 3.0, 4.0, 7.35):
+        steps = [i * 0.05 * total for i in range(21)]
+        values = [_coverage(m, total) for m in steps]
+        assert values == sorted(values)  # more matched, more covered
+        assert all(v >= m / total - 1e-12 for v, m in zip(values, steps, strict=True))
 
 
 def test_chinese_query_found_at_default_threshold():
@@ -509,7 +493,7 @@ def test_single_cjk_rune_query_uses_phrase_fallback():
 
 
 def test_mixed_cjk_latin_no_double_count():
-    stats = search._field_stats("我喜欢Python编程")
+    stats = _field_stats("我喜欢Python编程")
     assert stats.tf["python"] == 1
     assert stats.tokens == ("喜欢", "编程", "python")
     assert stats.length == 4  # three primary tokens + the trigram 我喜欢
@@ -524,15 +508,15 @@ def test_hangul_raw_runs():
 
 
 def test_without_jieba_han_text_falls_back_to_raw_cjk_runs(monkeypatch):
-    monkeypatch.setattr(search, "_get_jieba", lambda: None)
-    search._clear_caches()
+    monkeypatch.setattr(search_tokens, "_get_jieba", lambda: None)
+    search.clear_caches()
     try:
         assert build_search_tokens(ZHANG) == ["张三喜欢", "语言编程", "go"]
         assert build_search_tokens("我的") == []  # made only of single-rune stopwords
         # The trigram fallback still lets a partial query match.
         assert score_entries([entry("zhang", ZHANG)], "三喜欢吗")[0] > 0  # trigram 三喜欢
     finally:
-        search._clear_caches()
+        search.clear_caches()
 
 
 def test_jieba_is_imported_lazily():
@@ -554,8 +538,52 @@ def test_jieba_is_imported_lazily():
 
 
 # ---------------------------------------------------------------------------
-# The optimised pipeline equals the plain composition of the public helpers.
+# The optimised pipeline equals a plain composition of the reference's steps.
 # ---------------------------------------------------------------------------
+
+
+def sort_results(entries: list[Entry], order_by_event_time: bool) -> list[Entry]:
+    """Score desc; [event_time asc, undated last]; updated_at desc; created_at desc; id."""
+
+    def event_key(e: Entry):
+        return (
+            (1, datetime.min.replace(tzinfo=UTC)) if e.memory.event_time is None else (0, e.memory.event_time)
+        )
+
+    result = sorted(entries, key=lambda e: e.id)
+    result.sort(key=lambda e: e.created_at, reverse=True)
+    result.sort(key=lambda e: e.updated_at, reverse=True)
+    if order_by_event_time:
+        result.sort(key=event_key)
+    result.sort(key=lambda e: e.score, reverse=True)
+    return result
+
+
+def merge_kind_fallback(
+    primary: list[Entry], fallback: list[Entry], kind: str, *, limit: int = 0
+) -> list[Entry]:
+    """§4.1 step 6: the primary results, then unseen fallback entries of ``kind``, then the rest."""
+    seen = {e.id for e in primary}
+    rest = [e for e in fallback if e.id not in seen and not seen.add(e.id)]  # type: ignore[func-returns-value]
+    merged = [*primary, *(e for e in rest if (e.memory.kind or KIND_FACT) == kind)]
+    merged += [e for e in rest if (e.memory.kind or KIND_FACT) != kind]
+    return merged[:limit] if limit > 0 else merged
+
+
+def deduplicate(entries: list[Entry]) -> list[Entry]:
+    """§4.1.5: drop an entry with a higher-scored (stable order) near-duplicate; input order kept."""
+    order = sorted(range(len(entries)), key=lambda i: entries[i].score, reverse=True)
+    sets = [jaccard_tokens(e.memory.text) for e in entries]
+    kept = set()
+    for pos, i in enumerate(order):
+        if not any(
+            sets[i]
+            and sets[order[j]]
+            and len(sets[i] & sets[order[j]]) * 5 >= 4 * len(sets[i] | sets[order[j]])
+            for j in range(pos)
+        ):
+            kept.add(i)
+    return [e for i, e in enumerate(entries) if i in kept]
 
 
 def reference_pipeline(entries, query, options, min_score=MIN_KEYWORD_SCORE, default_max=DEFAULT_MAX_RESULTS):

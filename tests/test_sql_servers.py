@@ -924,3 +924,103 @@ async def _drop_tables(name: str, dsn: str, tables: list[str], schema: str | Non
         statement = "DROP TABLE IF EXISTS " + ", ".join(f'"{t}"' for t in tables)
         target = parse_pg_dsn(dsn)
     await asyncio.to_thread(_admin, name, target, statement)
+
+
+# -- upgrading a table made before vectors ------------------------------------------
+
+#: The memories table as each backend created it before vectors existed.
+OLD_SCHEMAS = {
+    "mysql": """CREATE TABLE `{t}` (
+        app_name VARCHAR(255) NOT NULL, user_id VARCHAR(255) NOT NULL, memory_id VARCHAR(64) NOT NULL,
+        memory MEDIUMTEXT NOT NULL, topics JSON NOT NULL, kind VARCHAR(32) NOT NULL, event_time BIGINT,
+        participants JSON NOT NULL, location TEXT NOT NULL, created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL, deleted_at BIGINT, PRIMARY KEY (app_name, user_id, memory_id),
+        INDEX `idx_{t}_user_updated` (app_name, user_id, updated_at)
+    ) ENGINE=InnoDB CHARSET=utf8mb4 COLLATE utf8mb4_nopad_bin""",
+    "postgres": """CREATE TABLE "{t}" (
+        app_name VARCHAR(255) NOT NULL, user_id VARCHAR(255) NOT NULL, memory_id VARCHAR(64) NOT NULL,
+        memory TEXT NOT NULL, topics JSONB NOT NULL, kind VARCHAR(32) NOT NULL, event_time BIGINT,
+        participants JSONB NOT NULL, location TEXT NOT NULL, created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL, deleted_at BIGINT, PRIMARY KEY (app_name, user_id, memory_id)
+    )""",
+}
+OLD_ROWS = [
+    ("memory-chat", "user", "m1", "User likes green tea", '["drinks"]', "fact", None, "[]", "", 1, 1, None),
+    ("memory-chat", "user", "m2", "User has a cat", "[]", "fact", None, '["Miso"]', "home", 2, 3, None),
+    ("memory-chat", "user", "m3", "User lived in Paris", "[]", "fact", None, "[]", "", 1, 4, 4),
+]
+
+
+def _old_table(name: str, options: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """Create the pre-vector table with three rows; returns them as read back."""
+    from tests.conformance.harness import _sql_connect
+
+    module = parse_mysql_dsn if name == "mysql" else parse_pg_dsn
+    conn = _sql_connect(name, module(options["dsn"]))
+    table = options["table"]
+    columns = "app_name, user_id, memory_id, memory, topics, kind, event_time, participants, location, " \
+        "created_at, updated_at, deleted_at"  # fmt: skip
+    try:
+        with conn.cursor() as cur:
+            cur.execute(OLD_SCHEMAS[name].format(t=table))
+            quoted = f"`{table}`" if name == "mysql" else f'"{table}"'
+            cur.executemany(f"INSERT INTO {quoted} VALUES ({', '.join(['%s'] * 12)})", OLD_ROWS)
+            if name == "mysql":
+                conn.commit()
+            cur.execute(f"SELECT {columns} FROM {quoted} ORDER BY memory_id")
+            return [tuple(r) for r in cur.fetchall()]
+    finally:
+        conn.close()
+
+
+def _read_back(name: str, options: dict[str, Any]) -> tuple[list[tuple[Any, ...]], int, int]:
+    """(old columns of every row, rows without a vector, embedding columns)."""
+    from tests.conformance.harness import _sql_connect
+
+    module = parse_mysql_dsn if name == "mysql" else parse_pg_dsn
+    conn = _sql_connect(name, module(options["dsn"]))
+    table = options["table"]
+    quoted = f"`{table}`" if name == "mysql" else f'"{table}"'
+    columns = "app_name, user_id, memory_id, memory, topics, kind, event_time, participants, location, " \
+        "created_at, updated_at, deleted_at"  # fmt: skip
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"SELECT {columns} FROM {quoted} ORDER BY memory_id")
+            rows = [tuple(r) for r in cur.fetchall()]
+            cur.execute(f"SELECT count(*) FROM {quoted} WHERE embedding IS NULL")
+            missing = cur.fetchone()[0]
+            cur.execute(
+                "SELECT count(*) FROM information_schema.columns WHERE table_name = %s "
+                "AND column_name = 'embedding'",
+                (table,),
+            )
+            embedding_columns = cur.fetchone()[0]
+            return rows, missing, embedding_columns
+    finally:
+        conn.close()
+
+
+async def test_a_table_made_before_vectors_is_upgraded_in_place(server_options) -> None:
+    from memchat.engine.vectors import EmbeddingProgress
+    from tests.conformance.test_vectors import HashEmbedder
+
+    name, options = server_options
+    before = await asyncio.to_thread(_old_table, name, options)
+    # Several openers at once (each its own pool, as other processes): one adds the column.
+    stores = [create(name, **options) for _ in range(3)]
+    try:
+        await asyncio.gather(*(s.open() for s in stores))
+    finally:
+        for s in stores:
+            await s.close()
+    rows, missing, columns = await asyncio.to_thread(_read_back, name, options)
+    assert rows == before and missing == 3 and columns == 1  # nothing lost, the column is there
+    embedder, seen = HashEmbedder(), []
+    async with MemoryService(create(name, **options), embedder=embedder, progress=seen.append) as svc:
+        assert seen[0] == EmbeddingProgress(0, 3) and seen[-1] == EmbeddingProgress(3, 3)
+        [tea, cat] = sorted(await svc.read(KEY), key=lambda e: e.id)
+        assert tea.memory.topics == ("drinks",) and cat.memory.participants == ("Miso",)
+        [hit, *_] = await svc.store.vector_candidates(KEY, embedder.vector("User has a cat"), 5)
+        assert hit.id == "m2" and hit.score == pytest.approx(1.0, abs=1e-5)
+    rows, missing, _ = await asyncio.to_thread(_read_back, name, options)
+    assert rows == before and missing == 0

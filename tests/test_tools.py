@@ -474,7 +474,8 @@ async def test_search_results_and_options(svc, tools):
     assert result["created"] == "2025-01-28T12:30:00.123Z"
     assert "event_time" not in result and "participants" not in result and "location" not in result
     opts = svc.last_options
-    assert opts.deduplicate and opts.hybrid_search and opts.kind_fallback
+    # The tool ranks in the service's default mode (hybrid unless configured otherwise).
+    assert opts.deduplicate and opts.kind_fallback and opts.mode == "" and not opts.hybrid_search
     assert opts.kind == "episode"
     assert opts.time_after == datetime(2024, 1, 1, tzinfo=UTC)
     assert opts.time_before == datetime(2024, 5, 31, 23, 59, 59, tzinfo=UTC)
@@ -488,7 +489,7 @@ async def test_search_options_defaults_and_unparsable_time(svc, tools):
     ok(await tools[SEARCH].run(args, ALICE))
     opts = svc.last_options
     assert opts.kind == "" and not opts.kind_fallback
-    assert opts.deduplicate and opts.hybrid_search
+    assert opts.deduplicate and opts.mode == ""
     assert opts.time_after is None  # silently ignored
     assert opts.time_before == datetime(2024, 2, 29, 23, 59, 59, tzinfo=UTC)
     assert opts.order_by_event_time

@@ -16,6 +16,7 @@ import pytest
 
 from backends import create
 from memchat.engine import BackendError, MemoryService, UserKey
+from memchat.engine.vectors import NO_EMBEDDER
 from tests import vector_contract as contract
 from tests.support import require
 
@@ -271,17 +272,14 @@ async def test_mysqlvec_sees_another_processes_writes(mysql_table) -> None:
         await second.close()
 
 
-async def test_mysqlvec_adds_its_column_to_a_mysql_backend_table(mysql_table) -> None:
+async def test_mysqlvec_uses_a_mysql_backend_table_and_fills_in_its_vectors(mysql_table) -> None:
     table = mysql_table()
     key = UserKey("app", "u")
-    async with MemoryService(create("mysql", dsn=MYSQL_DSN, table=table)) as plain:
-        old = await plain.add(key, "User likes coffee")
+    async with MemoryService(create("mysql", dsn=MYSQL_DSN, table=table), embedder=NO_EMBEDDER) as plain:
+        old = await plain.add(key, "User likes coffee")  # stored without a vector
     async with MemoryService(create("mysqlvec", dsn=MYSQL_DSN, table=table)) as svc:
         assert [e.id for e in await svc.read(key)] == [old.id]
-        assert await svc.vector_search(key, "coffee") == []  # no embedding yet
-        assert [h.id for h in await svc.search(key, "coffee")] == [old.id]  # keyword still finds it
-        await svc.add(key, "User likes coffee")  # re-adding embeds it
-        [hit] = await svc.vector_search(key, "coffee")
+        [hit] = await svc.vector_search(key, "coffee")  # embedded when opened
         assert hit.id == old.id
 
 

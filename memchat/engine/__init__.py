@@ -9,6 +9,7 @@ async with MemoryService(create("sqlite"), soft_delete=True) as svc:
 
 from .ids import memory_id
 from .model import (
+    SEARCH_MODES,
     BackendError,
     ConfigError,
     Entry,
@@ -26,11 +27,15 @@ from .model import (
     UserKey,
 )
 from .service import DEFAULT_MEMORY_LIMIT, MemoryService
+from .vectors import NO_EMBEDDER, EmbeddingProgress
 
 __all__ = [
     "DEFAULT_MEMORY_LIMIT",
+    "NO_EMBEDDER",
+    "SEARCH_MODES",
     "BackendError",
     "ConfigError",
+    "EmbeddingProgress",
     "Entry",
     "InvalidKeyError",
     "InvalidMemoryError",

@@ -60,7 +60,8 @@ def build_preload_block(entries: Sequence[Entry | None], playbook: str = "") -> 
 
 async def select_preload(service: MemoryService, key: UserKey, budget: int, query: str) -> list[Entry]:
     """Which memories to preload: ``0`` none, ``< 0`` all, ``N`` an adaptive
-    budget (all if they fit, else the N most relevant to ``query``)."""
+    budget (all if they fit, else the N most relevant to ``query``, ranked by
+    ``service.search`` in the service's default mode, like every other caller)."""
     if budget == 0:
         return []
     if budget < 0:
@@ -71,9 +72,7 @@ async def select_preload(service: MemoryService, key: UserKey, budget: int, quer
     query = query.strip()
     if query:
         try:
-            hits = await service.search(
-                key, query, SearchOptions(max_results=budget, deduplicate=True, hybrid_search=True)
-            )
+            hits = await service.search(key, query, SearchOptions(max_results=budget, deduplicate=True))
         except Exception:  # a failed search falls back to the newest memories (reference §7.1)
             hits = []
         if hits:

@@ -9,16 +9,21 @@ section per user.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from . import search as keyword
 from . import validation
 from .ids import build_memory, format_event_time, memory_id_for, normalize_participants, patch_memory
 from .model import (
     KIND_FACT,
+    SEARCH_HYBRID,
+    SEARCH_KEYWORD,
+    SEARCH_MODES,
+    SEARCH_SEMANTIC,
     Entry,
     Memory,
     MemoryConflictError,
@@ -31,6 +36,7 @@ from .model import (
     UserKey,
 )
 from .validation import MAX_KIND_LENGTH, MAX_LOCATION_LENGTH, MAX_TOPIC_LENGTH, MAX_TOPICS
+from .vectors import NO_EMBEDDER, EmbeddingProgress, ProgressCallback, prepare_vectors
 
 __all__ = [
     "DEFAULT_MAX_TEXT_LENGTH",
@@ -39,6 +45,8 @@ __all__ = [
     "MAX_LOCATION_LENGTH",
     "MAX_TOPICS",
     "MAX_TOPIC_LENGTH",
+    "NO_EMBEDDER",
+    "EmbeddingProgress",
     "MemoryService",
 ]
 
@@ -101,12 +109,20 @@ class MemoryService:
         tool_settings: ToolSettings | None = None,
         auto_mode: bool = False,
         clock: Callable[[], datetime] | None = None,
-        embedder: Embedder | None = None,
+        embedder: Embedder | Literal[False] | None = None,
         extractor: Extractor | None = None,
         auto_memory: AutoMemoryConfig | None = None,
+        search_mode: str = SEARCH_HYBRID,
+        progress: ProgressCallback | None = None,
+        backfill: bool = True,
     ) -> None:
         if limit is not None and limit < 0:
             raise ValueError("limit must be 0 (no limit) or a positive number of memories")
+        if search_mode not in SEARCH_MODES:
+            raise ValueError(f"search_mode must be one of {', '.join(SEARCH_MODES)}, not {search_mode!r}")
+        #: How ``search`` ranks when the options name no mode (hybrid, semantic or
+        #: keyword); hybrid and semantic need an embedder and a vector store, else keyword.
+        self.search_mode = search_mode
         self.store = store
         self.soft_delete = soft_delete
         self.limit = limit or 0
@@ -123,24 +139,55 @@ class MemoryService:
         self._now = _MonotonicClock(clock)
         self._opened = False
         self._open_attempted = False
-        #: For a vector store: turns memory text and queries into vectors. None →
-        #: the offline default (all-MiniLM-L6-v2), created on first use.
-        self._embedder = embedder
+        #: Turns memory text and queries into vectors. None → the offline
+        #: default, created on first use; ``NO_EMBEDDER`` (or False) → none:
+        #: keyword search only, nothing embedded, no model loaded.
+        self._keyword_only = embedder is False or embedder is NO_EMBEDDER
+        self._embedder: Embedder | None = None if self._keyword_only else embedder  # type: ignore[assignment]
+        #: Told how filling in missing vectors at ``open`` goes (an
+        #: ``EmbeddingProgress`` per batch; a plain or async callable).
+        self.progress = progress
+        #: Fill in missing vectors (and re-embed after a model change) at ``open``.
+        self.backfill = backfill
+        self._open_lock: asyncio.Lock | None = None
 
     # -- lifecycle -------------------------------------------------------
 
     async def open(self) -> MemoryService:
         """Connect the store (idempotent). Every call below opens lazily too.
 
-        For a vector store, the embedder's dimension is checked against the
-        index's first: a mismatch is one ConfigError naming both."""
-        if not self._opened:
-            if self.is_vector_store:
-                from .embedding import check_dimensions
+        With an embedder, on a store that keeps vectors:
 
-                check_dimensions(self.embedder, self.store.dimension, self.store.describe())  # type: ignore[attr-defined]
+        * a store whose index has a fixed dimension (sqlitevec, mysqlvec,
+          pgvector, chromadb) is checked against the embedder's first: a
+          mismatch is one ConfigError naming both and the fix; the others take
+          the embedder's dimension;
+        * then (``backfill``) the vectors are made the embedder's
+          (``engine/vectors.py``): after a model change every vector is
+          re-embedded, and memories without one (written with no embedder, or
+          before vectors existed) get theirs, reported to ``progress``
+          ("Embedding 1,234 memories for semantic search… 40%"). This loads
+          the model and may take a while: call ``open`` off a UI thread."""
+        if self._opened:
+            return self
+        if self._open_lock is None:
+            self._open_lock = asyncio.Lock()
+        async with self._open_lock:
+            if self._opened:
+                return self
+            embedding = self.is_vector_store and self.has_embedder
+            if embedding:
+                embedder = self.embedder
+                if getattr(self.store, "fixed_dimension", True):
+                    from .embedding import check_dimensions
+
+                    check_dimensions(embedder, self.store.dimension, self.store.describe())  # type: ignore[attr-defined]
+                else:
+                    self.store.dimension = int(embedder.dimension)  # type: ignore[attr-defined]
             self._open_attempted = True  # so close() releases what a failed open left behind
             await self.store.open()
+            if embedding and self.backfill:
+                await prepare_vectors(self.store, self.embedder, self._embed, progress=self.progress)
             self._opened = True
         return self
 
@@ -172,12 +219,26 @@ class MemoryService:
 
     @property
     def is_vector_store(self) -> bool:
-        """The store keeps embeddings and answers nearest-neighbour queries."""
+        """The store keeps embeddings and answers nearest-neighbour queries
+        (every backend does; see ``has_embedder`` for whether this service embeds)."""
         return bool(getattr(self.store.capabilities, "vector_search", False))
 
     @property
+    def has_embedder(self) -> bool:
+        """False when made with ``embedder=NO_EMBEDDER`` (or False): keyword only."""
+        return not self._keyword_only
+
+    @property
     def embedder(self) -> Embedder:
-        """The embedder used with a vector store (the offline default unless one was given)."""
+        """The embedder (the offline default unless one was given). A ConfigError
+        for a service made with ``NO_EMBEDDER``."""
+        if self._keyword_only:
+            from .model import ConfigError
+
+            raise ConfigError(
+                "this memory service has no embedder (keyword search only): "
+                "create it without embedder=NO_EMBEDDER (or unset MEMCHAT_EMBEDDER=none) for semantic search"
+            )
         if self._embedder is None:
             from .embedding import default_embedder
 
@@ -202,9 +263,10 @@ class MemoryService:
         return vectors
 
     async def _vector_for(self, text: str) -> list[float] | None:
-        """The embedding to store with ``text`` (None for a non-vector store).
-        Computed before any atomic section, so a failure changes nothing."""
-        if not self.is_vector_store:
+        """The embedding to store with ``text`` (None without an embedder or
+        for a store without vectors). Computed before any atomic section, so a
+        failure changes nothing."""
+        if not (self.is_vector_store and self.has_embedder):
             return None
         return (await self._embed([text]))[0]
 
@@ -394,13 +456,20 @@ class MemoryService:
         return await self.store.count(key, include_deleted=include_deleted)
 
     async def search(self, key: UserKey, query: str, options: SearchOptions | None = None) -> list[Entry]:
-        """Rank the user's memories for ``query``; each result carries ``score``.
+        """Rank the user's memories for ``query``; each result carries ``score``, a 0–1 relevance.
 
-        Keyword ranking (§4.1) on every store. On a vector store with
-        ``options.hybrid_search`` (what the memory_search tool asks for), dense
-        and keyword candidates are fused instead (``search.HybridRanking``):
-        the score is then a 0–1 relevance blending cosine similarity, keyword
-        score and token-level similarity.
+        The one retrieval path of the tools, preload, CLI, TUI and library. The
+        mode is ``options.resolved_mode(self.search_mode)``:
+
+        * ``"hybrid"`` (the default): meaning and keywords fused
+          (``search.HybridRanking``: calibrated cosine, keyword score, token-level
+          similarity);
+        * ``"semantic"``: meaning only (the calibrated cosine, as ``vector_search``);
+        * ``"keyword"``: the reference's keyword ranking (§4.1), 0.3 minimum score.
+
+        Hybrid and semantic need an embedder and a store with vectors; without
+        them the search is keyword (no error). Filters, kind fallback, order,
+        dedup and truncation behave the same in every mode.
 
         A query or search kind with a NUL or a lone surrogate is an
         ``InvalidMemoryError`` (on every backend); a blank query finds nothing."""
@@ -409,7 +478,10 @@ class MemoryService:
         if not isinstance(query, str) or not query.strip():
             return []
         options = options or SearchOptions()
-        if options.hybrid_search and self.is_vector_store:
+        mode = options.resolved_mode(self.search_mode)
+        if mode != SEARCH_KEYWORD and self._semantic_ready():
+            if mode == SEARCH_SEMANTIC:
+                return await self._semantic_search(key, query, options)
             return await self._hybrid_search(key, query, options)
         candidates = await self.store.keyword_candidates(key, query)
         return keyword.keyword_search(
@@ -419,24 +491,27 @@ class MemoryService:
     async def vector_search(
         self, key: UserKey, query: str, options: SearchOptions | None = None
     ) -> list[Entry]:
-        """Semantic search only (vector stores): score = cosine similarity of the
-        query and memory embeddings. ``options.similarity_threshold`` (if > 0)
-        drops weaker matches; filters, kind fallback, order and dedup apply."""
+        """Semantic search only (``search`` with mode "semantic"): score = the cosine
+        similarity of query and memory embeddings, calibrated per embedder to a 0–1
+        relevance (increasing with the cosine). ``options.similarity_threshold`` (if
+        > 0) drops weaker matches; filters, kind fallback, order and dedup apply.
+        Without an embedder or a store with vectors: one ConfigError."""
         self._check_search(key, query, options)
         await self._ready()
-        if not self.is_vector_store:
+        if not self._semantic_ready():
             from .model import ConfigError
 
             raise ConfigError(
-                f"the {self.store.name} backend has no vector index: "
-                "use sqlitevec, mysqlvec, pgvector or chromadb for semantic search"
+                f"semantic search needs an embedder and vectors; the {self.store.name} backend "
+                "has none here: set an embedder, or search by keyword"
             )
         if not isinstance(query, str) or not query.strip():
             return []
-        options = options or SearchOptions()
-        vector = (await self._embed([query.strip()]))[0]
-        dense = await self._dense_candidates(key, vector, options)
-        return keyword.dense_results(dense, options, default_max=self.max_results)
+        return await self._semantic_search(key, query, options or SearchOptions())
+
+    def _semantic_ready(self) -> bool:
+        """An embedder and a store that answers nearest-neighbour queries."""
+        return self.is_vector_store and self.has_embedder
 
     @staticmethod
     def _check_search(key: UserKey, query: str, options: SearchOptions | None) -> None:
@@ -444,6 +519,12 @@ class MemoryService:
         if isinstance(query, str) and query.strip():
             validation.check_query(query)
         validation.check_search_options(options)
+        if options is not None and options.mode and options.mode not in SEARCH_MODES:
+            from .model import InvalidMemoryError
+
+            raise InvalidMemoryError(
+                f"the search mode must be one of {', '.join(SEARCH_MODES)} (or empty for the default)"
+            )
 
     def _dense_depth(self, options: SearchOptions) -> int:
         limit = options.max_results if options.max_results > 0 else self.max_results
@@ -451,6 +532,19 @@ class MemoryService:
 
     def _filtered(self, options: SearchOptions) -> bool:
         return bool(options.kind or options.time_after is not None or options.time_before is not None)
+
+    async def _query_vector(self, query: str) -> list[float]:
+        """The query's embedding (``embed_query`` where the embedder tells queries apart)."""
+        from .model import BackendError
+
+        embedder = self.embedder
+        vectors = await getattr(embedder, "embed_query", embedder.embed)([query])
+        dimension = getattr(self.store, "dimension", None)
+        if len(vectors) != 1 or (dimension and len(vectors[0]) != dimension):
+            raise BackendError(
+                f"the embedder {embedder.name} returned no {dimension}-dimensional vector for the query"
+            )
+        return vectors[0]
 
     async def _dense_candidates(
         self, key: UserKey, vector: Sequence[float], options: SearchOptions
@@ -463,16 +557,26 @@ class MemoryService:
             depth = max(depth, await self.store.count(key))
         return await store.vector_candidates(key, vector, depth)
 
+    async def _semantic_search(self, key: UserKey, query: str, options: SearchOptions) -> list[Entry]:
+        vector = await self._query_vector(query.strip())
+        dense = await self._dense_candidates(key, vector, options)
+        calibration = keyword.calibration_for(self.embedder)
+        return keyword.dense_results(dense, options, calibration=calibration, default_max=self.max_results)
+
     async def _hybrid_search(self, key: UserKey, query: str, options: SearchOptions) -> list[Entry]:
         query = query.strip()
         embedder = self.embedder
         embed_tokens = getattr(embedder, "embed_tokens", None)
-        vector = (await self._embed([query]))[0]
+        vector = await self._query_vector(query)
         dense = await self._dense_candidates(key, vector, options)
         depth = self._dense_depth(options)
         everything = self._filtered(options) or len(dense) < depth
         ranking = keyword.HybridRanking(
-            await self.store.keyword_candidates(key, query), dense, query, dense_complete=everything
+            await self.store.keyword_candidates(key, query),
+            dense,
+            query,
+            dense_complete=everything,
+            calibration=keyword.calibration_for(embedder),
         )
         if embed_tokens is not None:
             targets = ranking.rerank_targets(options)

@@ -591,8 +591,9 @@ def entry_to_result(entry: Entry) -> dict[str, Any]:
 def build_search_options(
     kind: str, time_after: str, time_before: str, order_by_event_time: bool
 ) -> SearchOptions:
-    """Reference ``buildSearchOptions``: dedup and hybrid always on, kind as a soft
-    preference, time_before pushed to the end of its period, unparsable times ignored."""
+    """Reference ``buildSearchOptions``: dedup always on, kind as a soft preference,
+    time_before pushed to the end of its period, unparsable times ignored. The mode
+    is the service's default (hybrid wherever there are vectors), as for every caller."""
     after = parse_flexible_time(time_after) if time_after.strip() else None
     before = parse_flexible_time(time_before) if time_before.strip() else None
     if before is not None:
@@ -604,7 +605,6 @@ def build_search_options(
         order_by_event_time=order_by_event_time,
         kind_fallback=bool(kind),
         deduplicate=True,
-        hybrid_search=True,
     )
 
 

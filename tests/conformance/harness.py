@@ -179,6 +179,8 @@ def _sql_connect(name: str, target: Any) -> Any:
 
 def _sql_cleanup() -> None:
     """Drop every table this process handed out (best effort, bounded waits)."""
+    import contextlib
+
     for name, dsn in {(n, d) for n, d, _ in _SQL_TABLES}:
         tables = [t for n, d, t in _SQL_TABLES if (n, d) == (name, dsn)]
         try:
@@ -195,6 +197,10 @@ def _sql_cleanup() -> None:
                         cur.execute("SET lock_timeout = '5s'")
                         names = ", ".join(f'"{t}"' for t in tables)
                     cur.execute(f"DROP TABLE IF EXISTS {names}")
+                    # Their records in the shared memchat_meta table (name = "<table>:<record>").
+                    with contextlib.suppress(Exception):
+                        for t in tables:
+                            cur.execute("DELETE FROM memchat_meta WHERE name LIKE %s", (f"{t}:%",))
                 conn.commit()
             finally:
                 conn.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memchat.engine import InvalidMemoryError, MemoryNotFoundError, UserKey
+from memchat.engine import SEARCH_MODES, InvalidMemoryError, MemoryNotFoundError, SearchOptions, UserKey
 
 ALICE = UserKey("memory-chat", "alice")
 BOB = UserKey("memory-chat", "bob")
@@ -81,7 +81,10 @@ async def test_hostile_user_ids_are_isolated(make_service, user) -> None:
     await svc.add(BOB, "Bob's secret")
     entry = await svc.add(key, f"memory of {user!r}")
     assert [e.id for e in await svc.read(key)] == [entry.id]
-    assert [e.memory.text for e in await svc.search(key, "secret")] == []
+    # Search ranks this user's memories only: the others' secrets never appear, in any mode.
+    for mode in SEARCH_MODES:
+        found = await svc.search(key, "secret", SearchOptions(mode=mode))
+        assert [(e.user, e.memory.text) for e in found] in ([], [(user, f"memory of {user!r}")])
     assert await svc.clear(key) == 1
     assert await svc.count(ALICE) == 1 and await svc.count(BOB) == 1
 

@@ -20,6 +20,7 @@ import pytest
 
 from memchat.engine import MemoryService
 from tests.conformance.harness import HARNESSES, Harness
+from tests.conformance.test_vectors import HashEmbedder
 
 from .strategies import register_profiles
 
@@ -43,6 +44,11 @@ class Rig:
         self._services: list[MemoryService] = []
 
     def service(self, **options: Any) -> MemoryService:
+        # These properties are about data safety (errors, isolation, nothing lost),
+        # not ranking: a deterministic word-hash embedder keeps every write's vector
+        # path exercised without running the offline model on thousands of random
+        # texts. Ranking with the real model is tests/conformance/test_semantic_search.py.
+        options.setdefault("embedder", HashEmbedder())
         svc = MemoryService(self.harness.make_store(), **options)
         self._services.append(svc)
         return svc

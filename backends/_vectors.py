@@ -1,0 +1,128 @@
+"""Exact cosine ranking over one user's vectors, and the cache that keeps them.
+
+The stores without a native vector index (inmemory, sqlite, redis, mysql,
+postgres, and mysqlvec on a server without a vector type) keep each
+embedding beside its memory as little-endian float32 bytes and answer
+``vector_candidates`` by ranking the user's vectors exactly with numpy. The
+user's matrix (rows L2-normalised) is cached in the process:
+
+* a write of the user in this process drops it (``MatrixCache.drop``);
+* each search first reads a cheap *signature* of the user's stored vectors
+  (a version counter, or count/sum/max of ``updated_at`` over the rows with a
+  vector) and reuses the matrix only while the signature is unchanged, so
+  another process's writes are seen at the next search.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+#: Users whose matrices are kept in memory per store (LRU).
+MATRIX_CACHE_USERS = 8
+
+
+def encode_vector(vector: Sequence[float], dimension: int) -> bytes:
+    """``vector`` as little-endian float32 bytes, or a BackendError if it has
+    the wrong dimension or NaN/infinite values (which would poison every search)."""
+    from memchat.engine.model import BackendError
+
+    values = np.asarray(vector, dtype=np.float64).reshape(-1)
+    if values.shape[0] != dimension:
+        raise BackendError(
+            f"embedding dimension mismatch: expected {dimension}, got {values.shape[0]}: "
+            f"use an embedder with {dimension} dimensions or configure the store for {values.shape[0]}"
+        )
+    if not np.all(np.isfinite(values)):
+        raise BackendError("the embedder returned a vector with NaN or infinite values; nothing was stored")
+    return values.astype("<f4").tobytes()
+
+
+def check_query(vector: Sequence[float], dimension: int) -> np.ndarray:
+    """The query as a unit float32 row, or a BackendError for a wrong dimension."""
+    from memchat.engine.model import BackendError
+
+    query = np.asarray(vector, dtype=np.float32).reshape(-1)
+    if query.shape[0] != dimension:
+        raise BackendError(f"embedding dimension mismatch: expected {dimension}, got {query.shape[0]}")
+    norm = float(np.linalg.norm(query))
+    return query / max(norm, 1e-12) if math.isfinite(norm) else np.zeros_like(query)
+
+
+@dataclass(frozen=True, slots=True)
+class UserMatrix:
+    """One user's vectors: ``ids[i]`` owns row ``i`` of ``matrix`` (unit rows)."""
+
+    ids: list[str]
+    matrix: np.ndarray
+
+    @classmethod
+    def from_blobs(cls, items: Iterable[tuple[str, Any]], dimension: int) -> UserMatrix:
+        """From (id, float32 bytes) pairs; absent or wrong-width blobs are skipped."""
+        width = dimension * 4
+        ids: list[str] = []
+        blobs: list[bytes] = []
+        for memory_id, blob in items:
+            if blob is not None and len(blob) == width:
+                ids.append(memory_id)
+                blobs.append(bytes(blob))
+        if not ids:
+            return cls([], np.zeros((0, dimension), dtype=np.float32))
+        matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(ids), dimension)
+        return cls(ids, _normalised(matrix))
+
+    @classmethod
+    def from_vectors(cls, items: Iterable[tuple[str, np.ndarray]], dimension: int) -> UserMatrix:
+        pairs = [(i, v) for i, v in items if v is not None and v.shape == (dimension,)]
+        if not pairs:
+            return cls([], np.zeros((0, dimension), dtype=np.float32))
+        matrix = np.stack([v for _, v in pairs]).astype(np.float32, copy=False)
+        return cls([i for i, _ in pairs], _normalised(matrix))
+
+    def nearest(self, query: np.ndarray, k: int) -> list[tuple[str, float]]:
+        """The ``k`` best (id, cosine) pairs, best first."""
+        if not self.ids or k <= 0:
+            return []
+        sims = self.matrix @ query
+        k = min(int(k), len(self.ids))
+        best = np.argpartition(-sims, k - 1)[:k] if k < len(self.ids) else np.arange(len(self.ids))
+        best = best[np.lexsort((best, -sims[best]))]
+        ids = self.ids
+        return [(ids[i], float(sims[i])) for i in best.tolist()]
+
+
+def _normalised(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return (matrix / np.clip(norms, 1e-12, None)).astype(np.float32, copy=False)
+
+
+class MatrixCache:
+    """LRU of user → (signature, UserMatrix)."""
+
+    def __init__(self, users: int = MATRIX_CACHE_USERS) -> None:
+        self.users = users
+        self._items: OrderedDict[Hashable, tuple[Any, UserMatrix]] = OrderedDict()
+
+    def get(self, key: Hashable, signature: Any) -> UserMatrix | None:
+        cached = self._items.get(key)
+        if cached is None or cached[0] != signature:
+            return None
+        self._items.move_to_end(key)
+        return cached[1]
+
+    def put(self, key: Hashable, signature: Any, matrix: UserMatrix) -> None:
+        self._items[key] = (signature, matrix)
+        self._items.move_to_end(key)
+        while len(self._items) > self.users:
+            self._items.popitem(last=False)
+
+    def drop(self, key: Hashable) -> None:
+        self._items.pop(key, None)
+
+    def clear(self) -> None:
+        self._items.clear()

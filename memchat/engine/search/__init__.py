@@ -1,0 +1,86 @@
+"""Search: one retrieval path for the tools, preload, CLI, TUI and library.
+
+* :mod:`.tokens` — tokenisation (reference §4.1.1–§4.1.2), stemming;
+* :mod:`.keyword` — keyword scoring (§4.1.3–§4.1.4) and keyword search;
+* :mod:`.dense` — cosine calibration per embedder, token-level similarity;
+* :mod:`.fusion` — hybrid ranking: calibrated dense + keyword + tokens;
+* :mod:`.results` — filters, kind fallback, order, dedup, truncation (§4.1 steps 4–8).
+
+``MemoryService.search`` picks the mode (hybrid, semantic or keyword) and
+calls these; everything here is a pure function over
+:class:`~memchat.engine.model.Entry` values.
+"""
+
+from __future__ import annotations
+
+from .dense import (
+    CALIBRATIONS,
+    UNCALIBRATED,
+    DenseCalibration,
+    TokenMatch,
+    calibration_for,
+    token_similarity,
+    weighted_piece_means,
+)
+from .fusion import (
+    HYBRID_DENSE_DEPTH,
+    HYBRID_EPISODE_SEEDS,
+    HYBRID_EPISODE_WEIGHT,
+    HYBRID_RERANK_DEPTH,
+    HYBRID_SEMANTIC_FLOOR,
+    HYBRID_TIME_WEIGHT,
+    HYBRID_WEIGHTS,
+    HybridRanking,
+    query_periods,
+)
+from .keyword import MIN_KEYWORD_SCORE, keyword_search, lexical_scores, score_entries
+from .results import DEFAULT_MAX_RESULTS, MIN_KIND_FALLBACK_RESULTS, dense_results, matches_filters
+from .tokens import build_search_tokens, jaccard_tokens, latin_share, stem_text
+
+__all__ = [
+    "CALIBRATIONS",
+    "DEFAULT_MAX_RESULTS",
+    "HYBRID_DENSE_DEPTH",
+    "HYBRID_EPISODE_SEEDS",
+    "HYBRID_EPISODE_WEIGHT",
+    "HYBRID_RERANK_DEPTH",
+    "HYBRID_SEMANTIC_FLOOR",
+    "HYBRID_TIME_WEIGHT",
+    "HYBRID_WEIGHTS",
+    "MIN_KEYWORD_SCORE",
+    "MIN_KIND_FALLBACK_RESULTS",
+    "UNCALIBRATED",
+    "DenseCalibration",
+    "HybridRanking",
+    "TokenMatch",
+    "build_search_tokens",
+    "calibration_for",
+    "clear_caches",
+    "dense_results",
+    "jaccard_tokens",
+    "keyword_search",
+    "latin_share",
+    "lexical_scores",
+    "matches_filters",
+    "query_periods",
+    "score_entries",
+    "stem_text",
+    "token_similarity",
+    "weighted_piece_means",
+]
+
+
+def clear_caches() -> None:
+    """Forget every memoised statistic (after swapping the segmenter, e.g. in tests)."""
+    from . import keyword, tokens
+
+    for cached in (
+        tokens._search_tokens,
+        tokens._jaccard_set,
+        tokens._stem_word,
+        keyword._field_stats,
+        keyword._topic_stats_cached,
+        keyword._query_info,
+        keyword._stemmed_memory,
+    ):
+        cached.cache_clear()

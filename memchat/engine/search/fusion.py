@@ -1,0 +1,289 @@
+"""Hybrid search: dense and keyword candidates fused into one 0–1 relevance.
+
+The reference fuses the two lists with RRF (k = 60) and shows the RRF sum
+(≈ 0.016–0.033) to the model as a "similarity score (0-1)". We fuse scores
+that are each an honest 0–1 similarity instead:
+
+    mix       = w_dense · dense + w_keyword · keyword + w_tokens · token_similarity
+    relevance = max(mix, floor · dense)
+
+* ``dense`` is the store's cosine mapped to a relevance by the embedder's
+  calibration (dense.py: a ramp through two anchors measured on data);
+* ``keyword`` is the engine's keyword score (§4.1.3, in [0, 1]) over a stemmed
+  view of query and memories (Snowball English on Latin words; CJK left to
+  jieba and the trigrams), IDF over the user's whole collection;
+* ``token_similarity`` (late interaction) re-ranks the best ``HYBRID_RERANK_DEPTH``
+  candidates when the embedder gives per-token vectors (MiniLM's word
+  pieces): the mean over the query's content pieces of their best cosine with
+  a piece of the memory, each piece weighted by how rarely the candidates
+  match it. Without per-token vectors its weight goes to ``dense``.
+* ``floor · dense`` is the semantic floor: a memory whose meaning clearly
+  answers the query (dense near 1) keeps a high relevance even when it shares
+  no word with it, so the keyword side cannot bury it under memories that
+  merely repeat the query's words.
+
+Episode neighbourhood: memories with the same ``event_time`` as one of the
+``HYBRID_EPISODE_SEEDS`` best candidates (things recorded for one moment,
+e.g. one conversation session) move ``HYBRID_EPISODE_WEIGHT`` of the way up to
+that seed's score, never past it.
+
+Query-side adjustments: weights of a model that cannot read CJK (MiniLM's
+dense vector and its tokens) are scaled by the share of the query that is not
+CJK, the rest going to the keyword weight; and when the query names a date,
+month or year, ``relevance`` becomes ``(1 − w_time) · relevance + w_time ·
+[event_time falls in that period]``. Every term is in [0, 1] and the weights
+sum to 1, so the score stays a 0–1 relevance. Filters, kind fallback,
+ordering, dedup and truncation then run as in keyword search (results.py).
+Settings chosen on LoCoMo and the paraphrase set (benchmarks/README.md).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from operator import itemgetter
+
+from memchat.engine.model import Entry, SearchOptions, utc
+
+from .dense import UNCALIBRATED, DenseCalibration, weighted_piece_means
+from .keyword import lexical_scores
+from .results import DEFAULT_MAX_RESULTS, _Pair, finish, matches_filters
+from .tokens import _trim, latin_share
+
+__all__ = [
+    "HYBRID_DENSE_DEPTH",
+    "HYBRID_EPISODE_SEEDS",
+    "HYBRID_EPISODE_WEIGHT",
+    "HYBRID_RERANK_DEPTH",
+    "HYBRID_SEMANTIC_FLOOR",
+    "HYBRID_TIME_WEIGHT",
+    "HYBRID_WEIGHTS",
+    "HybridRanking",
+    "query_periods",
+]
+
+#: Fusion weights with token-level re-ranking (dense, keyword, tokens); sum 1.
+HYBRID_WEIGHTS = (0.3, 0.4, 0.3)
+#: A memory's relevance is at least this share of its calibrated dense relevance.
+HYBRID_SEMANTIC_FLOOR = 0.5
+#: Weight of "the memory's event_time is in the period the query names".
+HYBRID_TIME_WEIGHT = 0.1
+#: Dense candidates asked of the store (at least; more for large limits).
+HYBRID_DENSE_DEPTH = 100
+#: How many of the best candidates are re-ranked with token similarity.
+HYBRID_RERANK_DEPTH = 50
+#: Share of the way a memory moves up to the best candidate sharing its event_time.
+HYBRID_EPISODE_WEIGHT = 0.3
+#: How many of the best candidates lift the memories of their episode.
+HYBRID_EPISODE_SEEDS = 3
+
+
+_MONTH_NAMES = (
+    "january", "february", "march", "april", "may", "june",
+    "july", "august", "september", "october", "november", "december",
+)  # fmt: skip
+_MONTHS = {name: i + 1 for i, name in enumerate(_MONTH_NAMES)}
+_MONTH_ALT = "|".join([*_MONTHS, *(m[:3] for m in _MONTHS if m != "may")])
+_DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+({_MONTH_ALT})\.?,?\s+(\d{{4}})\b")
+_MONTH_DAY_YEAR = re.compile(rf"\b({_MONTH_ALT})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b")
+_ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+_MONTH_YEAR = re.compile(rf"\b({_MONTH_ALT})\.?,?\s+(\d{{4}})\b")
+_YEAR = re.compile(r"(?<![\d-])((?:19|20)\d\d)(?![\d-])")
+#: Slack after a named period: an event is often recorded a few days after it happened.
+_PERIOD_SLACK_DAYS = 7
+
+
+def _month_number(name: str) -> int:
+    name = name.lower()
+    return _MONTHS.get(name) or next(v for k, v in _MONTHS.items() if k.startswith(name))
+
+
+def query_periods(query: str) -> list[tuple[datetime, datetime]]:
+    """The [start, end) periods an English query names: a day (±1 day), a month
+    or a year (each with a week of slack after it). Empty when it names none."""
+    from datetime import timedelta
+
+    text = query.lower()
+    periods: list[tuple[datetime, datetime]] = []
+
+    def day(y: int, m: int, d: int) -> None:
+        try:
+            start = datetime(y, m, d, tzinfo=UTC)
+        except ValueError:
+            return
+        periods.append((start - timedelta(days=1), start + timedelta(days=2)))
+
+    for pattern, order in ((_DAY_MONTH_YEAR, "dmy"), (_MONTH_DAY_YEAR, "mdy"), (_ISO_DATE, "ymd")):
+        for match in pattern.finditer(text):
+            a, b, c = match.groups()
+            if order == "dmy":
+                day(int(c), _month_number(b), int(a))
+            elif order == "mdy":
+                day(int(c), _month_number(a), int(b))
+            else:
+                day(int(a), int(b), int(c))
+        text = pattern.sub(" ", text)
+    slack = timedelta(days=_PERIOD_SLACK_DAYS)
+    for match in _MONTH_YEAR.finditer(text):
+        year, month = int(match.group(2)), _month_number(match.group(1))
+        start = datetime(year, month, 1, tzinfo=UTC)
+        end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
+        periods.append((start, end + slack))
+    text = _MONTH_YEAR.sub(" ", text)
+    for match in _YEAR.finditer(text):
+        year = int(match.group(1))
+        periods.append((datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC) + slack))
+    return periods
+
+
+def _in_periods(entry: Entry, periods: Sequence[tuple[datetime, datetime]]) -> bool:
+    event_time = entry.memory.event_time
+    if event_time is None:
+        return False
+    when = utc(event_time)
+    return any(start <= when < end for start, end in periods)
+
+
+class HybridRanking:
+    """Stage one of hybrid search: every candidate with its dense and keyword
+    similarities, ranked. ``rerank_targets`` names the candidates worth a
+    token-level look; ``results`` applies filters, fallback, order, dedup."""
+
+    def __init__(
+        self,
+        keyword_entries: Sequence[Entry],
+        dense_entries: Sequence[Entry],
+        query: str,
+        *,
+        dense_complete: bool = False,
+        calibration: DenseCalibration = UNCALIBRATED,
+        weights: tuple[float, float, float] = HYBRID_WEIGHTS,
+        semantic_floor: float = HYBRID_SEMANTIC_FLOOR,
+        time_weight: float = HYBRID_TIME_WEIGHT,
+    ) -> None:
+        query = _trim(query or "")
+        self.query = query
+        self.calibration = calibration
+        share = latin_share(query)
+        dense_share = 1.0 if calibration.reads_cjk else share
+        w_dense, w_keyword, w_tokens = weights
+        # A model that cannot read CJK hands its weight to the keyword side (the token
+        # pieces are MiniLM's, which reads no CJK).
+        w_keyword += w_dense * (1.0 - dense_share) + w_tokens * (1.0 - share)
+        self.w_dense, self.w_keyword, self.w_tokens = w_dense * dense_share, w_keyword, w_tokens * share
+        self.semantic_floor = semantic_floor * dense_share
+        self.periods = query_periods(query) if share > 0 else []
+        self.time_weight = time_weight if self.periods else 0.0
+
+        self.dense: dict[str, float] = {}
+        for entry in dense_entries:
+            if entry.id and entry.id not in self.dense:
+                self.dense[entry.id] = calibration.relevance(float(entry.score))
+        # A memory the store did not return has at most the last returned cosine.
+        self.dense_floor = 0.0 if dense_complete or not self.dense else min(self.dense.values())
+
+        self.entries: dict[str, Entry] = {e.id: e for e in dense_entries if e.id}
+        self.keyword: dict[str, float] = {}
+        if query and keyword_entries:
+            for entry, score in zip(keyword_entries, lexical_scores(keyword_entries, query), strict=True):
+                if score > 0:
+                    self.keyword[entry.id] = score
+                    self.entries.setdefault(entry.id, entry)
+        self.tokens: dict[str, float] = {}
+        self._scores = {memory_id: self._compute(memory_id) for memory_id in self.entries}
+        self.order = sorted(self._scores, key=self._scores.__getitem__, reverse=True)
+
+    def _mix(self, memory_id: str, relevance: float) -> float:
+        if self.time_weight:
+            hit = 1.0 if _in_periods(self.entries[memory_id], self.periods) else 0.0
+            relevance = (1.0 - self.time_weight) * relevance + self.time_weight * hit
+        return relevance
+
+    def score(self, memory_id: str) -> float:
+        """The candidate's fused relevance in [0, 1]."""
+        return self._scores[memory_id]
+
+    def _compute(self, memory_id: str) -> float:
+        dense = self.dense.get(memory_id, self.dense_floor)
+        keyword = self.keyword.get(memory_id, 0.0)
+        token = self.tokens.get(memory_id)
+        if token is None:
+            relevance = (self.w_dense + self.w_tokens) * dense + self.w_keyword * keyword
+        else:
+            relevance = self.w_dense * dense + self.w_keyword * keyword + self.w_tokens * token
+        relevance = max(relevance, self.semantic_floor * dense)
+        return min(max(self._mix(memory_id, relevance), 0.0), 1.0)
+
+    def rerank_targets(self, options: SearchOptions, depth: int = HYBRID_RERANK_DEPTH) -> list[Entry]:
+        """The best ``depth`` candidates that pass the filters (and, for the kind
+        fallback, the best others too): the ones token similarity should score."""
+        if self.w_tokens <= 0 or depth <= 0:
+            return []
+        chosen: list[Entry] = []
+        others: list[Entry] = []
+        for memory_id in self.order:
+            entry = self.entries[memory_id]
+            if matches_filters(entry, options):
+                if len(chosen) < depth:
+                    chosen.append(entry)
+            elif (
+                options.kind
+                and options.kind_fallback
+                and len(others) < depth
+                and matches_filters(entry, replace(options, kind=""))
+            ):
+                others.append(entry)
+            if len(chosen) >= depth and (not options.kind_fallback or len(others) >= depth):
+                break
+        return chosen + others
+
+    def set_token_similarities(self, similarities: dict[str, float]) -> None:
+        """Token similarities of re-ranked candidates. Values from :func:`token_similarity`
+        carry each query piece's best cosine: given together, the pieces are
+        re-weighted by how rarely these candidates match them."""
+        similarities = weighted_piece_means(similarities)
+        for memory_id, value in similarities.items():
+            if memory_id in self.entries:
+                self.tokens[memory_id] = min(max(float(value), 0.0), 1.0)
+                self._scores[memory_id] = self._compute(memory_id)
+
+    def _episode_lift(self, candidates: list[_Pair], options: SearchOptions) -> list[_Pair]:
+        """Lift the memories sharing an event_time with one of the best candidates."""
+        weight, seeds = HYBRID_EPISODE_WEIGHT, HYBRID_EPISODE_SEEDS
+        if weight <= 0 or seeds <= 0 or len(candidates) < 2:
+            return candidates
+        seed_options = replace(options, kind="") if options.kind and options.kind_fallback else options
+        best: dict[datetime, float] = {}
+        taken = 0
+        for score, entry in sorted(candidates, key=itemgetter(0), reverse=True):
+            if taken >= seeds:
+                break
+            if not matches_filters(entry, seed_options):
+                continue
+            taken += 1
+            if entry.memory.event_time is not None:
+                when = utc(entry.memory.event_time)
+                best[when] = max(best.get(when, 0.0), score)
+        if not best:
+            return candidates
+        lifted: list[_Pair] = []
+        for score, entry in candidates:
+            seed = best.get(utc(entry.memory.event_time)) if entry.memory.event_time is not None else None
+            if seed is not None and seed > score:
+                score = min(score + weight * (seed - score), 1.0)
+            lifted.append((score, entry))
+        return lifted
+
+    def results(self, options: SearchOptions, *, default_max: int = DEFAULT_MAX_RESULTS) -> list[Entry]:
+        """Filters, kind fallback, order, dedup and truncation as in :func:`keyword_search`,
+        after the episode lift. ``options.similarity_threshold`` (if > 0) applies to the
+        final score."""
+        limit = options.max_results if options.max_results > 0 else default_max
+        threshold = options.similarity_threshold
+        candidates = [(score, self.entries[i]) for i, score in self._scores.items()]
+        candidates = self._episode_lift(candidates, options)
+        if threshold > 0:
+            candidates = [p for p in candidates if p[0] >= threshold]
+        return finish(candidates, options, limit)

@@ -1,0 +1,100 @@
+"""Search by meaning through each store: the default mode (hybrid) and "semantic"
+find memories that share no word with the query; "keyword" is the reference's
+ranking; filters, dedup, kind fallback and ordering behave the same in every mode.
+
+Every backend stores an embedding per memory (issue 11); the service uses its
+default embedder.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from memchat.engine import Metadata, SearchOptions, UserKey
+
+KEY = UserKey("test-app", "user-1")
+MODES = ("hybrid", "semantic", "keyword")
+PEOPLE = [
+    "Alice works as a nurse in Berlin",
+    "Alice has a cat",
+    "Alice drinks green tea every morning",
+    "Alice plays the cello in an orchestra",
+    "Alice is afraid of flying",
+]
+
+
+async def _texts(svc, query, **options):
+    return [h.memory.text for h in await svc.search(KEY, query, SearchOptions(**options))]
+
+
+@pytest.mark.parametrize("query", ["kitten", "pet animal"])
+async def test_a_cat_is_found_by_meaning(make_service, query) -> None:
+    svc = make_service()
+    for text in PEOPLE:
+        await svc.add(KEY, text)
+    assert (await _texts(svc, query, max_results=3))[0] == "Alice has a cat"  # the default: hybrid
+    assert (await _texts(svc, query, max_results=3, mode="semantic"))[0] == "Alice has a cat"
+    assert await _texts(svc, query, mode="keyword") == []  # no shared word
+
+
+async def test_a_question_finds_the_memory_that_answers_it(make_service) -> None:
+    svc = make_service()
+    for text in PEOPLE:
+        await svc.add(KEY, text)
+    hits = await svc.search(KEY, "What's my job?", SearchOptions(max_results=3))
+    assert "Alice works as a nurse in Berlin" in [h.memory.text for h in hits]
+    assert all(0.0 <= h.score <= 1.0 for h in hits)
+
+
+async def test_a_chinese_paraphrase_finds_its_memory(make_service) -> None:
+    svc = make_service()
+    for text in ["我养了一只橘猫，叫土豆。", "我每天早上喝一杯美式咖啡。", "我在上海做产品经理。"]:
+        await svc.add(KEY, text)
+    assert "我养了一只橘猫，叫土豆。" in (await _texts(svc, "他有宠物吗？", max_results=3))
+
+
+async def test_keyword_mode_is_the_reference_ranking(make_service) -> None:
+    svc = make_service()
+    await svc.add(KEY, "User likes coffee")
+    await svc.add(KEY, "User likes coffee and tea")
+    await svc.add(KEY, "User likes hiking", topics=["tea"])
+    await svc.add(KEY, "User likes running")
+    hits = await svc.search(KEY, "coffee tea", SearchOptions(mode="keyword"))
+    assert [h.memory.text for h in hits] == [
+        "User likes coffee and tea",
+        "User likes coffee",
+        "User likes hiking",
+    ]
+    assert [round(h.score, 4) for h in hits] == [0.8538, 0.4423, 0.3989]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_filters_dedup_fallback_and_order_in_every_mode(make_service, mode) -> None:
+    svc = make_service()
+    may = datetime(2024, 5, 10, tzinfo=UTC)
+    june = datetime(2024, 6, 10, tzinfo=UTC)
+    await svc.add(KEY, "Went to a concert in May", metadata=Metadata(kind="episode", event_time=may))
+    await svc.add(KEY, "Went to a concert in June", metadata=Metadata(kind="episode", event_time=june))
+    await svc.add(KEY, "Likes concert music")
+    await svc.add(KEY, "Likes concert music!")  # a near-duplicate
+    episodes = await svc.search(KEY, "concert", SearchOptions(kind="episode", mode=mode))
+    assert {h.memory.text for h in episodes} == {"Went to a concert in May", "Went to a concert in June"}
+    ordered = await svc.search(
+        KEY, "concert", SearchOptions(kind="episode", order_by_event_time=True, mode=mode)
+    )
+    if ordered[0].score == ordered[1].score:
+        assert [h.memory.text for h in ordered] == ["Went to a concert in May", "Went to a concert in June"]
+    fallback = await svc.search(KEY, "concert", SearchOptions(kind="episode", kind_fallback=True, mode=mode))
+    assert [h.memory.kind for h in fallback][:2] == ["episode", "episode"]
+    assert {h.memory.kind for h in fallback[2:]} == {"fact"}
+    deduped = await svc.search(KEY, "concert music", SearchOptions(deduplicate=True, mode=mode))
+    texts = [h.memory.text for h in deduped]
+    assert ("Likes concert music" in texts) != ("Likes concert music!" in texts)
+    before = await svc.search(
+        KEY, "concert", SearchOptions(time_before=datetime(2024, 5, 31, tzinfo=UTC), mode=mode)
+    )
+    assert "Went to a concert in June" not in [h.memory.text for h in before]
+    assert "Went to a concert in May" in [h.memory.text for h in before]  # undated facts pass too
+    assert all(0.0 <= h.score <= 1.0 for h in [*episodes, *fallback, *deduped, *before])
