@@ -50,6 +50,10 @@ def _backend_epilog() -> str:
     lines.append(
         "  MEMCHAT_SOFT_DELETE, MEMCHAT_MEMORY_LIMIT, MEMCHAT_TIMEOUT, MEMCHAT_CONFIG (a memchat.toml)."
     )
+    lines.append(
+        "Search: MEMCHAT_SEARCH (hybrid, semantic, keyword), MEMCHAT_EMBEDDER (default, e5, minilm, "
+        "openai, none = keywords only)."
+    )
     return "\n".join(lines)
 
 
@@ -108,6 +112,20 @@ TimeoutOpt = Annotated[
         callback=_utf8("--timeout"),
     ),
 ]
+
+
+def _search_help() -> str:
+    from .settings import Settings
+
+    return Settings.help_for("search")
+
+
+SearchOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--search", help=_search_help(), show_default=False, callback=_utf8("--search"), metavar="<mode>"
+    ),
+]
 YesOpt = Annotated[
     bool,
     typer.Option("--yes", "-y", help="Do not ask for confirmation (required when stdin is not a terminal)."),
@@ -158,13 +176,15 @@ def _settings(**flags: Any) -> Any:
 
 def _run(settings: Any, action: Callable[[Any, Any], Awaitable[T]]) -> T:
     """Open the chosen backend, run ``action(service, key)``, close, and turn
-    every expected failure into one line on stderr with exit code 2."""
+    every expected failure into one line on stderr with exit code 2. Filling in
+    missing vectors on open shows a progress line on stderr."""
     from memchat.engine import UserKey
 
     from .agent.factory import create_service
+    from .console import ProgressPrinter
 
     async def main() -> T:
-        async with create_service(settings) as svc:
+        async with create_service(settings, progress=ProgressPrinter(sys.stderr)) as svc:
             return await action(svc, UserKey(settings.app, settings.user))
 
     try:
@@ -197,6 +217,7 @@ def chat(
     user: UserOpt = None,
     app_name: AppOpt = None,
     timeout: TimeoutOpt = None,
+    search: SearchOpt = None,
     plain: Annotated[
         bool, typer.Option("--plain", help="Line-mode chat (automatic when not on a terminal).")
     ] = False,
@@ -295,12 +316,15 @@ def chat(
 ) -> None:
     """Chat with long-term memory."""
     # `memchat --memory redis memory list` means the same as `memchat memory list --memory redis`.
-    ctx.obj = {"env_file": env_file, "memory": memory, "user": user, "app": app_name, "timeout": timeout}
+    ctx.obj = {
+        "env_file": env_file, "memory": memory, "user": user, "app": app_name, "timeout": timeout,
+        "search": search,
+    }  # fmt: skip
     if ctx.invoked_subcommand is not None:
         return
     settings = _settings(
         memory=memory, model=model, streaming=streaming, soft_delete=soft_delete, preload=preload,
-        user=user, app=app_name, timeout=timeout, enable_tools=tuple(enable_tool or ()),
+        user=user, app=app_name, timeout=timeout, search=search, enable_tools=tuple(enable_tool or ()),
         disable_tools=tuple(disable_tool or ()), env_file=env_file,
         extract=extract, extract_model=extract_model, extract_every=extract_every,
         extract_interval=extract_interval, workers=workers, queue_size=queue_size, job_timeout=job_timeout,
@@ -391,6 +415,7 @@ def _memory_settings(
     app_name: str | None,
     timeout: str | None,
     soft: bool | None = None,
+    search: str | None = None,
 ) -> Any:
     # `memchat --user alice memory list` = `memchat memory list --user alice`; the option after
     # `memory` wins. An empty --user is an empty user (an error), not "not given".
@@ -404,6 +429,7 @@ def _memory_settings(
         user=pick(user, "user"),
         app=pick(app_name, "app"),
         timeout=pick(timeout, "timeout"),
+        search=pick(search, "search"),
         soft_delete=soft,
         env_file=parent.get("env_file"),
     )
@@ -437,13 +463,21 @@ def search_memories(
     user: UserOpt = None,
     app_name: AppOpt = None,
     timeout: TimeoutOpt = None,
+    search: SearchOpt = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many results.")] = 10,
     as_json: JsonOpt = False,
 ) -> None:
-    """Search memories by keywords (English and Chinese)."""
+    """Search memories by meaning and keywords (any language), ranked as the chat's memory_search
+    tool ranks them; the score is a 0-1 relevance."""
     from memchat.engine import SearchOptions
 
-    settings = _memory_settings(ctx, backend, user, app_name, timeout)
+    from .agent.factory import embedder_notice
+
+    settings = _memory_settings(ctx, backend, user, app_name, timeout, search=search)
+    notice = embedder_notice(settings)
+    if notice:
+        typer.echo(notice, err=True)
+    # The mode is the service's (settings.search): the same path as the tool, preload and the TUI.
     options = SearchOptions(max_results=limit)
     _print_entries(_run(settings, lambda svc, key: svc.search(key, query, options)), as_json)
 

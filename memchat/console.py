@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import re
 import sys
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from .agent.commands import COMMANDS, Command, parse_command
 from .agent.events import (
@@ -30,6 +30,9 @@ from .agent.events import (
 )
 from .agent.runner import Runner, tool_summary
 from .safe_text import one_line, printable
+
+if TYPE_CHECKING:
+    from memchat.engine.vectors import EmbeddingProgress
 
 RULE = "=" * 50
 
@@ -274,14 +277,49 @@ def tolerate_bad_input(stdin: TextIO) -> None:
             reconfigure(errors="replace")
 
 
-async def run_console(settings, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
-    """Open the chat described by ``settings`` and run it until /exit or EOF."""
-    from .agent.factory import close_runner, extraction_summary, open_runner
+class ProgressPrinter:
+    """The ``progress`` hook for filling in missing vectors on open: the line
+    "Embedding 1,234 memories for semantic search… 40%" on ``stream`` (stderr),
+    rewritten in place on a terminal, else printed when it starts and when it
+    ends. Nothing for 0 memories. Safe to call from a worker thread."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        try:
+            self.live = stream.isatty()
+        except (AttributeError, ValueError):
+            self.live = False
+        self._last = -1
+
+    def __call__(self, state: EmbeddingProgress) -> None:
+        if state.total <= 0 or state.percent == self._last:
+            return
+        line = printable(state.message())
+        if self.live:
+            self.stream.write("\r" + line + ("\n" if state.finished else ""))
+        elif self._last < 0 or state.finished:
+            self.stream.write(line + "\n")
+        self._last = state.percent
+        with contextlib.suppress(ValueError, OSError):
+            self.stream.flush()
+
+
+async def run_console(
+    settings, stdin: TextIO | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None
+) -> int:
+    """Open the chat described by ``settings`` and run it until /exit or EOF.
+    Notices (semantic search off, vectors being filled in) go to ``stderr``."""
+    from .agent.factory import close_runner, embedder_notice, extraction_summary, open_runner
 
     stdin = stdin or sys.stdin
     stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
     tolerate_bad_input(stdin)
-    runner = await open_runner(settings)
+    notice = embedder_notice(settings)
+    if notice:
+        stderr.write(notice + "\n")
+        stderr.flush()
+    runner = await open_runner(settings, progress=ProgressPrinter(stderr))
     try:
         console = Console(
             runner,

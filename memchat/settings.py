@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from memchat.engine.model import ConfigError
+from memchat.engine.embedding import EMBEDDER_CHOICES
+from memchat.engine.model import SEARCH_MODES, ConfigError
 
 DEFAULT_MODEL = "deepseek-v4-flash"
 OFFLINE_MODEL = "offline"
@@ -38,59 +39,6 @@ BACKEND_VARIABLES: dict[str, tuple[str, ...]] = {
     "embeddings": ("OPENAI_EMBEDDING_MODEL", "OPENAI_EMBEDDING_API_KEY", "OPENAI_EMBEDDING_BASE_URL"),
 }  # fmt: skip
 
-#: Settings field → environment variable.
-ENV_NAMES = {
-    "memory": "MEMCHAT_MEMORY",
-    "model": "MEMCHAT_MODEL",
-    "streaming": "MEMCHAT_STREAMING",
-    "soft_delete": "MEMCHAT_SOFT_DELETE",
-    "preload": "MEMCHAT_PRELOAD",
-    "user": "MEMCHAT_USER",
-    "app": "MEMCHAT_APP",
-    "limit": "MEMCHAT_MEMORY_LIMIT",
-    "enable_tools": "MEMCHAT_ENABLE_TOOLS",
-    "disable_tools": "MEMCHAT_DISABLE_TOOLS",
-    "api_key": "OPENAI_API_KEY",
-    "base_url": "OPENAI_BASE_URL",
-    "extract": "MEMCHAT_EXTRACT",
-    "extract_model": "MEMCHAT_EXTRACT_MODEL",
-    "extract_every": "MEMCHAT_EXTRACT_EVERY",
-    "extract_interval": "MEMCHAT_EXTRACT_INTERVAL",
-    "extract_match": "MEMCHAT_EXTRACT_MATCH",
-    "update_policy": "MEMCHAT_UPDATE_POLICY",
-    "workers": "MEMCHAT_EXTRACT_WORKERS",
-    "queue_size": "MEMCHAT_EXTRACT_QUEUE_SIZE",
-    "job_timeout": "MEMCHAT_EXTRACT_JOB_TIMEOUT",
-    "timeout": "MEMCHAT_TIMEOUT",
-    "expose_tools": "MEMCHAT_EXPOSE_TOOLS",
-}
-
-#: Config file (section, key) → Settings field.
-CONFIG_KEYS = {
-    ("memory", "backend"): "memory",
-    ("memory", "soft_delete"): "soft_delete",
-    ("memory", "limit"): "limit",
-    ("memory", "timeout"): "timeout",
-    ("session", "app"): "app",
-    ("session", "user"): "user",
-    ("model", "name"): "model",
-    ("model", "base_url"): "base_url",
-    ("model", "streaming"): "streaming",
-    ("model", "preload"): "preload",
-    ("tools", "enable"): "enable_tools",
-    ("tools", "disable"): "disable_tools",
-    ("tools", "expose"): "expose_tools",
-    ("extraction", "enabled"): "extract",
-    ("extraction", "model"): "extract_model",
-    ("extraction", "every"): "extract_every",
-    ("extraction", "interval"): "extract_interval",
-    ("extraction", "match"): "extract_match",
-    ("extraction", "update_policy"): "update_policy",
-    ("extraction", "workers"): "workers",
-    ("extraction", "queue_size"): "queue_size",
-    ("extraction", "job_timeout"): "job_timeout",
-}
-
 #: Options that only mean something in auto mode (a flag for them without --extract is an error).
 EXTRACTION_FLAGS = {
     "extract_model": "--extract-model",
@@ -107,44 +55,83 @@ EXACT_STRINGS = {"user", "app"}
 DURATIONS = {"extract_interval", "job_timeout", "timeout"}
 
 
+def _setting(
+    default: Any, *, env: str = "", config: tuple[str, str] | None = None, help: str = "", flag: str = ""
+) -> Any:
+    """Declare a setting once: its default, environment variable, config file
+    key ``(section, key)``, command-line flag and help (shown by ``--help``)."""
+    return field(default=default, metadata={"env": env, "config": config, "help": help, "flag": flag})
+
+
 @dataclass(frozen=True)
 class Settings:
-    memory: str = "sqlite"
-    model: str = DEFAULT_MODEL
-    streaming: bool = True
-    soft_delete: bool = False
-    preload: int = 0
-    user: str = "user"
-    app: str = "memory-chat"
-    limit: int = 1000
-    enable_tools: tuple[str, ...] = ()
-    disable_tools: tuple[str, ...] = ()
-    api_key: str = field(default="", repr=False)
-    base_url: str = ""
+    memory: str = _setting("sqlite", env="MEMCHAT_MEMORY", config=("memory", "backend"), flag="--memory")
+    model: str = _setting(DEFAULT_MODEL, env="MEMCHAT_MODEL", config=("model", "name"), flag="--model")
+    streaming: bool = _setting(True, env="MEMCHAT_STREAMING", config=("model", "streaming"))
+    soft_delete: bool = _setting(False, env="MEMCHAT_SOFT_DELETE", config=("memory", "soft_delete"))
+    preload: int = _setting(0, env="MEMCHAT_PRELOAD", config=("model", "preload"), flag="--preload")
+    user: str = _setting("user", env="MEMCHAT_USER", config=("session", "user"), flag="--user")
+    app: str = _setting("memory-chat", env="MEMCHAT_APP", config=("session", "app"), flag="--app")
+    limit: int = _setting(1000, env="MEMCHAT_MEMORY_LIMIT", config=("memory", "limit"))
+    enable_tools: tuple[str, ...] = _setting((), env="MEMCHAT_ENABLE_TOOLS", config=("tools", "enable"))
+    disable_tools: tuple[str, ...] = _setting((), env="MEMCHAT_DISABLE_TOOLS", config=("tools", "disable"))
+    api_key: str = field(default="", repr=False, metadata={"env": "OPENAI_API_KEY"})
+    base_url: str = _setting("", env="OPENAI_BASE_URL", config=("model", "base_url"))
     plain: bool = False
+    #: How memories are ranked, for every search (tool, preload, CLI, TUI filter).
+    search: str = _setting(
+        SEARCH_MODES[0],
+        env="MEMCHAT_SEARCH",
+        config=("memory", "search"),
+        flag="--search",
+        help="How memories are found: hybrid (meaning and keywords, default), semantic (meaning only) "
+        "or keyword (shared words only, the reference's ranking).",
+    )
+    #: What turns memories into vectors for semantic search ("none": keywords only).
+    embedder: str = _setting(
+        EMBEDDER_CHOICES[0],
+        env="MEMCHAT_EMBEDDER",
+        config=("memory", "embedder"),
+        help="Embedding model for semantic search: default (offline multilingual-e5-small), e5, minilm "
+        "(offline, English), openai (OPENAI_EMBEDDING_MODEL; chosen when that is set) or none "
+        "(keyword search only).",
+    )
     #: Auto mode: a background extractor makes the memories (the agent only searches).
-    extract: bool = False
+    extract: bool = _setting(False, env="MEMCHAT_EXTRACT", config=("extraction", "enabled"))
     #: The extractor's model ("" = the chat model; "offline" = the rule-based extractor).
-    extract_model: str = ""
+    extract_model: str = _setting("", env="MEMCHAT_EXTRACT_MODEL", config=("extraction", "model"))
     #: Extract once at least this many new messages are pending (0 = after every turn).
-    extract_every: int = 0
+    extract_every: int = _setting(0, env="MEMCHAT_EXTRACT_EVERY", config=("extraction", "every"))
     #: Extract once this many seconds passed since the last extraction (0 = off).
-    extract_interval: float = 0.0
+    extract_interval: float = _setting(0.0, env="MEMCHAT_EXTRACT_INTERVAL", config=("extraction", "interval"))
     #: With both extract_every and extract_interval: "any" (either) or "all" (both).
-    extract_match: str = "any"
-    update_policy: str = "merge_similar"
-    workers: int = 1
-    queue_size: int = 10
-    job_timeout: float = 30.0
+    extract_match: str = _setting("any", env="MEMCHAT_EXTRACT_MATCH", config=("extraction", "match"))
+    update_policy: str = _setting(
+        "merge_similar", env="MEMCHAT_UPDATE_POLICY", config=("extraction", "update_policy")
+    )
+    workers: int = _setting(1, env="MEMCHAT_EXTRACT_WORKERS", config=("extraction", "workers"))
+    queue_size: int = _setting(10, env="MEMCHAT_EXTRACT_QUEUE_SIZE", config=("extraction", "queue_size"))
+    job_timeout: float = _setting(
+        30.0, env="MEMCHAT_EXTRACT_JOB_TIMEOUT", config=("extraction", "job_timeout")
+    )
     #: Seconds a memory backend may take to answer (connecting, each call, lock
     #: waits) before the call fails with a clear error.
-    timeout: float = 10.0
+    timeout: float = _setting(10.0, env="MEMCHAT_TIMEOUT", config=("memory", "timeout"), flag="--timeout")
     #: Tools shown to the model in auto mode besides memory_search (e.g. memory_add).
-    expose_tools: tuple[str, ...] = ()
+    expose_tools: tuple[str, ...] = _setting((), env="MEMCHAT_EXPOSE_TOOLS", config=("tools", "expose"))
     #: Merged environment handed to the backend factories and model clients.
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     #: Where values came from, for `memchat config` style diagnostics.
     sources: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def help_for(cls, name: str) -> str:
+        """The help text declared with the setting, naming its variable and config key."""
+        meta = _META[name]
+        where = [meta["env"]] if meta["env"] else []
+        if meta["config"]:
+            where.append("[{}] {} in memchat.toml".format(*meta["config"]))
+        return meta["help"] + (f" Also {' or '.join(where)}." if where else "")
 
     @property
     def offline(self) -> bool:
@@ -209,6 +196,9 @@ class Settings:
                 values[name] = value
                 sources[name] = "command line"
 
+        if "embedder" not in values and merged_env.get("OPENAI_EMBEDDING_MODEL", "").strip():
+            # The reference's way to pick a remote embedding model: it implies openai unless chosen.
+            values["embedder"], sources["embedder"] = "openai", "environment OPENAI_EMBEDDING_MODEL"
         settings = cls(**{k: _coerce(k, v) for k, v in values.items()}, env=merged_env, sources=sources)
         return settings.validated()
 
@@ -236,6 +226,7 @@ class Settings:
                 raise ConfigError(
                     f"unknown tool {tool!r} for --expose-tool: choose from {', '.join(ALL_TOOLS)}"
                 )
+        self._validate_choices()
         if not self.timeout > 0 or self.timeout == float("inf"):
             raise ConfigError("--timeout must be a positive duration such as 10s")
         self._validate_extraction()
@@ -264,6 +255,29 @@ class Settings:
             else:
                 where, fix = name, f"give {noun} (the default is {default!r})"
             raise ConfigError(f"{where} is empty: {fix}")
+
+    def _validate_choices(self) -> None:
+        """--search and the embedder: one of their names, said with where the value came from."""
+        nouns = {"search": "a search mode", "embedder": "an embedder"}
+        for name, choices in CHOICES.items():
+            value = getattr(self, name)
+            if value not in choices:
+                first, *rest = choices
+                raise ConfigError(
+                    f"{self.origin_of(name)} is {value!r}, which is not {nouns[name]}: "
+                    f"choose {first} (the default), {', '.join(rest[:-1])} or {rest[-1]}"
+                )
+
+    def origin_of(self, name: str) -> str:
+        """How a person would name where a setting came from: its flag, variable or config key."""
+        meta, origin = _META[name], self.sources.get(name, "")
+        if origin == "command line":
+            return meta.get("flag") or name
+        if origin.startswith("config file "):
+            return f"{origin.removeprefix('config file ')} in the config file"
+        if origin:  # the environment or a .env file: "<where> VARIABLE"
+            return origin.rsplit(" ", 1)[-1]
+        return name
 
     def _validate_extraction(self) -> None:
         from memchat.engine.extraction import POLICIES
@@ -305,6 +319,17 @@ class Settings:
         if shown["api_key"]:
             shown["api_key"] = "***"
         return shown
+
+
+_META: dict[str, Mapping[str, Any]] = {f.name: f.metadata for f in fields(Settings)}
+#: Settings field → environment variable.
+ENV_NAMES: dict[str, str] = {name: meta["env"] for name, meta in _META.items() if meta.get("env")}
+#: Config file (section, key) → Settings field.
+CONFIG_KEYS: dict[tuple[str, str], str] = {
+    meta["config"]: name for name, meta in _META.items() if meta.get("config")
+}
+#: Fields compared without regard to case ("Hybrid" = "hybrid").
+CHOICES = {"search": SEARCH_MODES, "embedder": EMBEDDER_CHOICES}
 
 
 def _check_identity(name: str, value: str, origin: str, flag: str) -> None:
@@ -413,6 +438,8 @@ def _coerce(name: str, value: Any) -> Any:
     if kind == "tuple[str, ...]":
         items = value.split(",") if isinstance(value, str) else list(value)
         return tuple(i.strip() for i in items if str(i).strip())
+    if name in CHOICES:
+        return str(value).strip().lower()
     if name in EXACT_STRINGS:
         # An identity is taken as typed: stripping " bob" would silently reach user "bob".
         return str(value)

@@ -408,3 +408,72 @@ def test_list_through_a_pipe_carries_no_escape_bytes(env) -> None:
         for byte in (b"\x1b", b"\x07", b"\xc2\x9b"):
             assert byte not in done.stdout, (args, done.stdout)
         assert b"[bold]x[/bold]" in done.stdout and b"memchat[redis]" in done.stdout
+
+
+# -- search: the tool's ranking, by meaning and keywords ---------------------------------
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "sqlitevec"])
+def test_search_finds_by_meaning_as_the_tool_does(env, tmp_path, monkeypatch, backend) -> None:
+    """The issue: `memchat memory search --memory sqlitevec kitten` printed "No memories"
+    while the memory_search tool ranked the cat first. Both go through svc.search now."""
+    monkeypatch.setenv("SQLITEVEC_MEMORY_DSN", str(tmp_path / "vec.db"))
+    add("Alice has a cat named Tom", "--memory", backend)
+    add("Alice works as a nurse in Berlin", "--memory", backend)
+    result = run("memory", "search", "--memory", backend, "kitten")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert "has a cat" in lines[0], result.stdout
+    score = float(re.search(r"\((\d\.\d{3})\)$", lines[0]).group(1))
+    assert 0 < score <= 1  # a 0-1 relevance
+    # The tool ranks the same memory first, with the same score.
+    tool = tool_search(backend, "kitten")
+    assert tool["results"][0]["memory"] == "Alice has a cat named Tom"
+    assert round(tool["results"][0]["score"], 3) == score
+    job = run("memory", "search", "--memory", backend, "What's my job?")
+    assert "nurse" in job.stdout.splitlines()[0], job.stdout
+
+
+def tool_search(backend: str, query: str) -> dict:
+    from memchat.agent.factory import create_service
+
+    async def call() -> dict:
+        async with create_service(Settings.load({"memory": backend})) as svc:
+            [tool] = [t for t in svc.tools() if t.name == "memory_search"]
+            return json.loads(await tool.call({"query": query}, UserKey("memory-chat", "user")))
+
+    return asyncio.run(call())
+
+
+def test_search_keyword_mode_is_the_references_ranking(env) -> None:
+    add("Alice has a cat named Tom")
+    assert "No memories." in run("memory", "search", "--search", "keyword", "kitten").stdout
+    assert "has a cat" in run("memory", "search", "--search", "keyword", "cat").stdout
+    # Before `memory` too, and from the environment.
+    assert "No memories." in run("--search", "keyword", "memory", "search", "kitten").stdout
+
+
+def test_search_without_an_embedder_says_so_once_and_uses_keywords(env, monkeypatch) -> None:
+    monkeypatch.setenv("MEMCHAT_EMBEDDER", "none")
+    add("Alice has a cat named Tom")
+    result = run("memory", "search", "kitten")
+    assert result.exit_code == 0 and "No memories." in result.stdout
+    assert result.stderr.splitlines() == [
+        "memchat: semantic search is off (MEMCHAT_EMBEDDER=none): memories are found by keywords only"
+    ]
+    assert "has a cat" in run("memory", "search", "cat").stdout
+
+
+def test_a_bad_search_mode_is_one_line(env, monkeypatch) -> None:
+    line = one_error_line(run("memory", "search", "--search", "fuzzy", "x"))
+    assert line == (
+        "memchat: --search is 'fuzzy', which is not a search mode: choose hybrid (the default), "
+        "semantic or keyword"
+    )
+    monkeypatch.setenv("MEMCHAT_SEARCH", "vector")
+    assert "MEMCHAT_SEARCH is 'vector'" in one_error_line(run("memory", "search", "x"))
+
+
+def test_the_chat_offers_search(env) -> None:
+    assert "--search" in run("--help").stdout
+    assert "MEMCHAT_SEARCH" in run("--help").stdout

@@ -131,3 +131,42 @@ def test_the_documented_config_file_states_the_timeout_default() -> None:
     config = tomllib.loads((Path(__file__).parents[1] / "config" / "memchat.toml").read_text())
     assert config["memory"]["timeout"] == "10s"
     assert "MEMCHAT_TIMEOUT=10s" in (Path(__file__).parents[1] / "config" / ".env.example").read_text()
+
+
+def test_search_and_embedder_are_declared_once(tmp_path) -> None:
+    from memchat.settings import CONFIG_KEYS, ENV_NAMES
+
+    s = Settings.load({}, environ={}, cwd=tmp_path)
+    assert (s.search, s.embedder) == ("hybrid", "default")
+    assert ENV_NAMES["search"] == "MEMCHAT_SEARCH" and ENV_NAMES["embedder"] == "MEMCHAT_EMBEDDER"
+    assert CONFIG_KEYS[("memory", "search")] == "search" and CONFIG_KEYS[("memory", "embedder")] == "embedder"
+    assert "keyword" in Settings.help_for("search") and "MEMCHAT_SEARCH" in Settings.help_for("search")
+    write(tmp_path / "memchat.toml", '[memory]\nsearch = "semantic"\nembedder = "minilm"\n')
+    s = Settings.load({}, environ={}, cwd=tmp_path)
+    assert (s.search, s.embedder) == ("semantic", "minilm")
+    s = Settings.load({"search": "keyword"}, environ={"MEMCHAT_EMBEDDER": "E5"}, cwd=tmp_path)
+    assert (s.search, s.embedder) == ("keyword", "e5")
+
+
+def test_an_embedding_model_implies_openai_unless_an_embedder_is_given(tmp_path) -> None:
+    environ = {"OPENAI_EMBEDDING_MODEL": "text-embedding-3-small"}
+    assert Settings.load({}, environ=environ, cwd=tmp_path).embedder == "openai"
+    environ["MEMCHAT_EMBEDDER"] = "none"
+    assert Settings.load({}, environ=environ, cwd=tmp_path).embedder == "none"
+
+
+@pytest.mark.parametrize(
+    ("flags", "environ", "config", "needle"),
+    [
+        ({"search": "fuzzy"}, {}, "", "--search is 'fuzzy', which is not a search mode: choose hybrid"),
+        ({}, {"MEMCHAT_SEARCH": "dense"}, "", "MEMCHAT_SEARCH is 'dense', which is not a search mode"),
+        ({}, {}, '[memory]\nsearch = "bm25"\n', "[memory] search in the config file is 'bm25'"),
+        ({}, {"MEMCHAT_EMBEDDER": "bert"}, "", "choose default (the default), e5, minilm, openai or none"),
+    ],
+)
+def test_a_bad_search_mode_or_embedder_is_one_sentence(tmp_path, flags, environ, config, needle) -> None:
+    if config:
+        write(tmp_path / "memchat.toml", config)
+    with pytest.raises(ConfigError) as caught:
+        Settings.load(flags, environ=environ, cwd=tmp_path)
+    assert needle in str(caught.value)

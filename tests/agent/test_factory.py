@@ -1,9 +1,9 @@
-"""What the app factory builds from Settings: embedders for vector backends."""
+"""What the app factory builds from Settings: the embedder, the search mode, the notices."""
 
 from __future__ import annotations
 
-from memchat.agent.factory import create_service
-from memchat.engine.embedding import LocalEmbedder, OpenAIEmbedder
+from memchat.agent.factory import create_service, embedder_notice
+from memchat.engine.embedding import DefaultEmbedder, LocalEmbedder, OpenAIEmbedder
 from memchat.settings import Settings
 
 
@@ -14,7 +14,8 @@ def service_for(tmp_path, memory: str, env: dict[str, str]):
 
 def test_vector_backends_embed_offline_by_default(tmp_path) -> None:
     svc = service_for(tmp_path, "sqlitevec", {"SQLITEVEC_MEMORY_DSN": str(tmp_path / "v.db")})
-    assert isinstance(svc.embedder, LocalEmbedder) and svc.store.dimension == 384
+    assert isinstance(svc.embedder, DefaultEmbedder) and svc.store.dimension == 384
+    assert svc.search_mode == "hybrid"
 
 
 def test_the_references_per_backend_embedder_variable_picks_a_remote_model(tmp_path) -> None:
@@ -39,9 +40,37 @@ def test_chroma_uses_the_chroma_prefix(tmp_path) -> None:
     assert isinstance(svc.embedder, OpenAIEmbedder) and svc.embedder.model == "text-embedding-3-large"
 
 
-def test_keyword_backends_get_no_embedder(tmp_path) -> None:
-    svc = service_for(tmp_path, "sqlite", {"SQLITE_MEMORY_DSN": str(tmp_path / "k.db")})
-    assert not svc.is_vector_store
+def test_every_backend_gets_the_embedder_the_settings_choose(tmp_path) -> None:
+    env = {"SQLITE_MEMORY_DSN": str(tmp_path / "k.db")}
+    assert isinstance(service_for(tmp_path, "sqlite", env).embedder, DefaultEmbedder)
+    env["MEMCHAT_EMBEDDER"] = "minilm"
+    assert isinstance(service_for(tmp_path, "sqlite", env).embedder, LocalEmbedder)
+    env = {"OPENAI_EMBEDDING_MODEL": "text-embedding-3-small", "OPENAI_API_KEY": "sk-test"}
+    assert isinstance(service_for(tmp_path, "inmemory", env).embedder, OpenAIEmbedder)
+
+
+def test_the_search_mode_reaches_the_service(tmp_path) -> None:
+    settings = Settings.load({"memory": "inmemory", "search": "Keyword"}, environ={}, cwd=tmp_path)
+    assert create_service(settings).search_mode == "keyword"
+    settings = Settings.load({"memory": "inmemory"}, environ={"MEMCHAT_SEARCH": "semantic"}, cwd=tmp_path)
+    assert create_service(settings).search_mode == "semantic"
+
+
+def test_no_embedder_is_said_in_one_line(tmp_path) -> None:
+    settings = Settings.load({"memory": "inmemory"}, environ={"MEMCHAT_EMBEDDER": "none"}, cwd=tmp_path)
+    assert embedder_notice(settings) == (
+        "memchat: semantic search is off (MEMCHAT_EMBEDDER=none): memories are found by keywords only"
+    )
+    (tmp_path / "memchat.toml").write_text('[memory]\nembedder = "none"\n', encoding="utf-8")
+    settings = Settings.load({"memory": "inmemory"}, environ={}, cwd=tmp_path)
+    assert '[memory] embedder = "none" in the config file' in embedder_notice(settings)
+    assert embedder_notice(Settings.load({"memory": "inmemory"}, environ={}, cwd=tmp_path / "x")) == ""
+
+
+def test_no_embedder_means_keyword_search_only(tmp_path) -> None:
+    env = {"SQLITE_MEMORY_DSN": str(tmp_path / "k.db"), "MEMCHAT_EMBEDDER": "none"}
+    svc = service_for(tmp_path, "sqlite", env)
+    assert not svc.has_embedder
 
 
 def test_the_timeout_setting_reaches_the_store(tmp_path) -> None:

@@ -131,3 +131,37 @@ async def test_in_auto_mode_the_offline_model_says_memories_are_saved_in_the_bac
     assert "memory_add" not in runner.tools
     text, calls = await turn(runner, "I live in Berlin")
     assert calls == [] and "background" in text
+
+
+@pytest.mark.parametrize(
+    ("question", "query"),
+    [
+        ("What's my job?", "job"),
+        ("What do I like?", "likes"),  # as memories say it: "Zhang San likes Go"
+        ("where do I live?", "lives"),
+        ("What pets do I have?", "pets has"),
+        ("Do you remember my favorite color?", "favorite color"),
+        ("我喜欢什么?", "喜欢"),
+        ("我住在哪里？", "住在"),
+        ("我在哪里工作？", "工作"),
+        ("我的工作是什么？", "工作"),
+        ("你记得我的生日吗？", "生日"),
+        ("我有什么宠物?", "宠物"),
+        ("Who am I?", ""),  # "" = memory_load: everything recent
+        ("我是谁", ""),
+        ("how is the weather today", None),  # not a question about the user
+    ],
+)
+def test_the_search_query_is_the_question_minus_filler(question, query) -> None:
+    """Not one guessed keyword: the content of the question, so search by meaning gets it whole."""
+    from memchat.agent.offline import _question
+
+    assert _question(question) == query
+
+
+async def test_a_question_in_other_words_finds_the_memory(runner) -> None:
+    await turn(runner, "I work as a nurse in Berlin")
+    runner.new_session()
+    text, calls = await turn(runner, "What's my job?")
+    assert calls == [("memory_search", {"query": "job"})]
+    assert "User works as a nurse in Berlin" in text

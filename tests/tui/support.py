@@ -19,6 +19,7 @@ from memchat.agent.offline import OfflineModel
 from memchat.agent.runner import Runner, SessionClock
 from memchat.engine import MemoryService
 from memchat.engine.extraction import AutoMemoryConfig
+from memchat.engine.vectors import NO_EMBEDDER
 from memchat.settings import Settings
 from memchat.tui.app import MemchatApp
 
@@ -81,6 +82,8 @@ def runner_factory(
             )
         service = MemoryService(
             create(settings.memory, **(store_options or {})),
+            embedder=NO_EMBEDDER if settings.embedder == "none" else None,
+            search_mode=settings.search,
             soft_delete=settings.soft_delete,
             limit=settings.limit,
             tool_settings=settings.tool_settings(),

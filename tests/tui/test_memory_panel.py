@@ -3,8 +3,8 @@ details, delete and restore with confirmation, tombstones, 10k memories."""
 
 from __future__ import annotations
 
-from memchat.engine import Entry, Metadata
-from memchat.tui.app import MemchatApp
+from memchat.engine import Entry, Metadata, SearchOptions
+from memchat.tui.app import FILTER_RESULTS, MemchatApp
 from memchat.tui.screens.confirm import ConfirmScreen
 from memchat.tui.widgets.memory_list import MemoryList
 from memchat.tui.widgets.memory_panel import MemoryPanel
@@ -105,12 +105,23 @@ async def test_filter_searches_through_the_engine() -> None:
         app.chat.query_one("#memory-filter").focus()
         for key in "coffee":
             await pilot.press(key)
-        await wait_until(pilot, lambda: texts(app) == ["User likes coffee"], what="the filter")
+        await wait_until(pilot, lambda: texts(app)[:1] == ["User likes coffee"], what="the filter")
         assert searched == ["coffee"]  # debounced: one search for the whole word
         assert "matching" in str(app.chat.query_one("#memory-status").render())
+        # Exactly what the engine ranks (hybrid: the best first, weaker ones after).
+        expected = await original(app.runner.key, "coffee", SearchOptions(max_results=FILTER_RESULTS))
+        assert [e.id for e in listed(app)] == [e.id for e in expected]
         for _ in "coffee":
             await pilot.press("backspace")
         await wait_until(pilot, lambda: len(listed(app)) == 3, what="the unfiltered list")
+
+
+async def test_keyword_search_filters_to_nothing_when_no_word_is_shared() -> None:
+    app = make_app(make_settings(search="keyword"))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await add(app, "User likes coffee", "User lives in Paris")
+        await open_panel(pilot, 2)
         app.chat.query_one("#memory-filter").focus()
         for key in "zzz":
             await pilot.press(key)
@@ -237,3 +248,35 @@ def many_entries(n: int) -> list[Entry]:
               start + timedelta(minutes=i))
         for i in reversed(range(n))
     ]  # fmt: skip
+
+
+async def test_the_filter_ranks_as_the_memory_search_tool() -> None:
+    """The issue: the filter box behaved like the keyword-only CLI. It is svc.search now:
+    "kitten" finds "has a cat", first, in the order the tool gives."""
+    import json
+
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await add(app, "Alice has a cat named Tom", "Alice works as a nurse in Berlin")
+        await open_panel(pilot, 2)
+        app.chat.query_one("#memory-filter").focus()
+        for key in "kitten":
+            await pilot.press(key)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: texts(app)[:1] == ["Alice has a cat named Tom"], what="the filter")
+        [tool] = [t for t in app.runner.service.tools() if t.name == "memory_search"]
+        found = json.loads(await tool.call({"query": "kitten"}, app.runner.key))
+        assert [r["memory"] for r in found["results"]][:1] == texts(app)[:1]
+
+
+async def test_without_an_embedder_the_app_says_so_once() -> None:
+    app = make_app(make_settings(embedder="none"))
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.pause()
+        said = [n.message for n in app._notifications]
+        assert (
+            said.count("semantic search is off (MEMCHAT_EMBEDDER=none): memories are found by keywords only")
+            == 1
+        ), said

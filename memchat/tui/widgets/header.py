@@ -20,7 +20,7 @@ class MemchatHeader(Widget):
     session: reactive[str] = reactive("")
     streaming: reactive[bool] = reactive(True)
     user: reactive[str] = reactive("")
-    #: connecting | ready | thinking | down | saving
+    #: connecting | embedding N% | ready | thinking | down | saving
     status: reactive[str] = reactive("connecting")
     #: Auto mode: memories are extracted in the background.
     auto: reactive[bool] = reactive(False)
@@ -35,6 +35,11 @@ class MemchatHeader(Widget):
         "saving": ("◌ saving memories…", "$warning"),
     }
 
+    def _status(self) -> tuple[str, str]:
+        if self.status.startswith("embedding"):  # "embedding 40%": filling in missing vectors
+            return f"◌ {self.status}", "$warning"
+        return self.STATUS.get(self.status, (self.status, "$foreground"))
+
     def _extraction(self) -> list[Content | str | tuple[str, str]]:
         if self.extracting:
             return ["  ", ("🧩 extracting…", "$warning")]
@@ -44,7 +49,7 @@ class MemchatHeader(Widget):
 
     def render(self) -> Content:
         """Labelled fields when they fit; bare values on narrow terminals."""
-        label, colour = self.STATUS.get(self.status, (self.status, "$foreground"))
+        label, colour = self._status()
         fields = [
             ("model", one_line(self.model)),
             ("memory", one_line(self.backend)),
