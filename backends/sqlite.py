@@ -11,6 +11,7 @@ column when it is opened.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -98,6 +99,21 @@ class SQLiteStore(SQLStore):
         _install_transaction_control(engine.sync_engine, wal=path != ":memory:", busy_timeout=seconds)
         super().__init__(engine, table=table, location=path, timeout=seconds, dimension=dimension)
         self._write_engine = engine.execution_options(sqlite_immediate=True)
+
+    async def open(self) -> None:
+        if not self._schema_ready and self.path != ":memory:" and not self.path.startswith("file:"):
+            folder = Path(self.path).expanduser().parent
+            if not folder.is_dir():
+                # Said before aiosqlite starts: its worker thread outlives a failed
+                # connect and would print a traceback if the event loop closed first.
+                raise self._error("opening the database", FileNotFoundError("unable to open database file"))
+        try:
+            await super().open()
+        except Exception:
+            # The same race for any other failed connect: let aiosqlite's thread
+            # finish its stop (posted to this loop) before the caller can close the loop.
+            await asyncio.sleep(0.05)
+            raise
 
     def _upsert_into(self, table: sa.Table, row: dict[str, Any], keys: Sequence[str]) -> sa.Executable:
         stmt = sqlite_insert(table).values(**row)

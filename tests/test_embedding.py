@@ -448,3 +448,16 @@ async def test_a_vector_store_without_an_embedder_gets_the_offline_default(sqlit
         await svc.add(KEY, "User drinks a double espresso every morning")
         [hit] = await svc.vector_search(KEY, "coffee")
         assert 0.3 < hit.score <= 1.0
+
+
+def test_e5_reads_the_start_of_long_texts(e5: E5Embedder) -> None:
+    # Its cost grows faster than the text: a 20,000-character query (an extractor's
+    # whole conversation, a pasted log) must not stall a search for half a minute.
+    sentence = "Alice works as a nurse in Berlin and drinks green tea every morning. "
+    long_text = sentence * 300
+    assert len(long_text) > 20_000
+    assert e5.embed_query_sync([long_text]) == e5.embed_query_sync(
+        [long_text[: embedding.E5_MAX_QUERY_CHARS]]
+    )
+    assert e5.embed_sync([long_text]) == e5.embed_sync([long_text[: embedding.E5_MAX_PASSAGE_CHARS]])
+    assert e5.embed_sync([long_text]) != e5.embed_sync([long_text[:100]])
