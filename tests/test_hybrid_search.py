@@ -46,14 +46,67 @@ def test_scores_are_a_convex_combination_of_honest_similarities() -> None:
     mix = w_dense * 0.8 + w_keyword * keyword[0] + w_tokens * 0.5
     assert ranking.score("m1") == pytest.approx(max(mix, floor))
     results = ranking.results(SearchOptions())
-    assert [r.id for r in results] == ["m1", "m2"]
+    assert [r.id for r in results] == ["m1"]  # m2: no keyword, nothing above an unrelated memory
     assert all(0.0 <= r.score <= 1.0 for r in results)
+    unfloored = S.HybridRanking(everything, dense, "coffee", dense_complete=True, background_alpha=None)
+    assert [r.id for r in unfloored.results(SearchOptions())] == ["m1", "m2"]
     # A perfect match on every signal is exactly 1.
     perfect = S.HybridRanking([coffee], [coffee.with_score(1.0)], "User likes coffee", dense_complete=True)
     perfect.set_token_similarities({"m1": 1.0})
     [lexical] = S.lexical_scores([coffee], "User likes coffee")
     expected = S.HYBRID_WEIGHTS[0] + S.HYBRID_WEIGHTS[2] + S.HYBRID_WEIGHTS[1] * lexical
     assert perfect.score("m1") == pytest.approx(expected)
+
+
+def _collection(cosines: list[float], texts: list[str] | None = None) -> tuple[list[Entry], list[Entry]]:
+    texts = texts or [f"memory number {i} about topic{i}" for i in range(len(cosines))]
+    entries = [entry(i, text) for i, text in enumerate(texts)]
+    return entries, [e.with_score(c) for e, c in zip(entries, cosines, strict=True)]
+
+
+def test_the_relevance_floor_is_relative_to_the_querys_background() -> None:
+    e5 = S.calibration_for(type("E", (), {"name": "multilingual-e5-small"})())
+    # Twenty memories whose cosines with the query are all alike: none stands out.
+    flat = [0.80 + 0.002 * (i % 7) for i in range(20)]
+    entries, dense = _collection(flat)
+    ranking = S.HybridRanking(entries, dense, "zzz", dense_complete=True, calibration=e5)
+    assert ranking.results(SearchOptions()) == []
+    # The same background with one memory far above it: that one is kept, alone.
+    entries, dense = _collection([*flat[:-1], 0.90])
+    ranking = S.HybridRanking(entries, dense, "zzz", dense_complete=True, calibration=e5)
+    assert [r.id for r in ranking.results(SearchOptions())] == ["m19"]
+    assert ranking.z_score("m19") > 5
+    # A keyword match always stays, whatever its cosine.
+    entries, dense = _collection(flat)
+    ranking = S.HybridRanking(entries, dense, "topic3", dense_complete=True, calibration=e5)
+    assert [r.id for r in ranking.results(SearchOptions())] == ["m3"]
+    # The floor can be turned off.
+    off = S.HybridRanking(entries, dense, "zzz", dense_complete=True, calibration=e5, background_alpha=None)
+    assert len(off.results(SearchOptions(max_results=50))) == 20
+
+
+def test_the_background_is_fitted_from_the_nearest_memories_when_that_is_all_there_is() -> None:
+    from statistics import NormalDist
+
+    normal = NormalDist(0.78, 0.02)
+    size = 400
+    cosines = [normal.inv_cdf(1 - (k + 0.5) / size) for k in range(size)]
+    centre, spread = S.fusion.background(cosines)
+    assert centre == pytest.approx(0.78, abs=1e-3) and spread == pytest.approx(0.02, rel=0.05)
+    centre, spread = S.fusion.background(cosines[:100], size)  # the store's best 100 of 400
+    assert centre == pytest.approx(0.78, abs=1e-3) and spread == pytest.approx(0.02, rel=0.05)
+    assert S.fusion.background(cosines[:5]) is None  # too few to tell
+
+
+def test_each_script_is_its_own_background() -> None:
+    e5 = S.calibration_for(type("E", (), {"name": "multilingual-e5-small"})())
+    english = [f"memory number {i} about topic{i}" for i in range(12)]
+    chinese = ["我养了一只猫", "我喜欢喝茶", "我住在上海", "我会弹钢琴"]
+    # A query in neither's words sits higher with the Chinese block as a whole: no outlier.
+    cosines = [0.78 + 0.002 * (i % 5) for i in range(12)] + [0.84, 0.845, 0.85, 0.842]
+    entries, dense = _collection(cosines, english + chinese)
+    ranking = S.HybridRanking(entries, dense, "zzz", dense_complete=True, calibration=e5)
+    assert ranking.results(SearchOptions()) == []
 
 
 def test_stemming_lets_keyword_matches_cross_word_forms() -> None:

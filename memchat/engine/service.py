@@ -571,12 +571,16 @@ class MemoryService:
         dense = await self._dense_candidates(key, vector, options)
         depth = self._dense_depth(options)
         everything = self._filtered(options) or len(dense) < depth
+        # The relevance floor measures the query's background over all the user's
+        # memories: when the store returned only the nearest ones, it needs their number.
+        size = None if everything else await self.store.count(key)
         ranking = keyword.HybridRanking(
             await self.store.keyword_candidates(key, query),
             dense,
             query,
             dense_complete=everything,
             calibration=keyword.calibration_for(embedder),
+            collection_size=size,
         )
         if embed_tokens is not None:
             targets = ranking.rerank_targets(options)

@@ -55,6 +55,30 @@ async def test_a_chinese_paraphrase_finds_its_memory(make_service) -> None:
     assert "我养了一只橘猫，叫土豆。" in (await _texts(svc, "他有宠物吗？", max_results=3))
 
 
+ALICE = [
+    *PEOPLE,
+    "Alice grew up in a small village near Hamburg",
+    "Alice's brother Tom is a software engineer",
+    "Alice runs a half marathon every spring",
+    "Alice is allergic to peanuts",
+    "Alice reads crime novels before bed",
+]
+
+
+@pytest.mark.parametrize("query", ["zzz", "secret", "asdf qwerty", "哈哈"])
+async def test_a_nonsense_query_finds_nothing(make_service, query) -> None:
+    """The relevance floor: no keyword match and no memory standing out of the
+    query's background → no results (hybrid, the default), not the whole list."""
+    svc = make_service()
+    for text in ALICE:
+        await svc.add(KEY, text)
+    assert await _texts(svc, query) == []
+    assert (await _texts(svc, "What's my job?", max_results=3))[0] == "Alice works as a nurse in Berlin"
+    assert (await _texts(svc, "Does she have siblings?", max_results=3))[0] == (
+        "Alice's brother Tom is a software engineer"
+    )
+
+
 async def test_keyword_mode_is_the_reference_ranking(make_service) -> None:
     svc = make_service()
     await svc.add(KEY, "User likes coffee")

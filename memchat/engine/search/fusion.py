@@ -27,6 +27,18 @@ Episode neighbourhood: memories with the same ``event_time`` as one of the
 e.g. one conversation session) move ``HYBRID_EPISODE_WEIGHT`` of the way up to
 that seed's score, never past it.
 
+Relevance floor: a candidate without a keyword match (score below the keyword
+search's 0.3 minimum) stays only if its fused relevance is above the
+calibration's "unrelated" level (0.1) and its cosine stands out of this query's
+own background — the median and robust spread (MAD) of the query's cosines over
+the user's memories, per script (Latin / CJK) when every memory is at hand —
+by at least ``max(1.5, Φ⁻¹(1 − α/N))`` spreads (α = 2, N memories). A query that
+means nothing to this user (``zzz``) so finds nothing instead of every memory
+at 0.05–0.2. Cross-script: a memory in another script than the query's that
+stands out of its own script's background is ranked as if its block sat where
+the query's own script's block does (e5's cosines across languages sit lower as
+a block).
+
 Query-side adjustments: weights of a model that cannot read CJK (MiniLM's
 dense vector and its tokens) are scaled by the share of the query that is not
 CJK, the rest going to the keyword weight; and when the query names a date,
@@ -48,7 +60,7 @@ from operator import itemgetter
 from memchat.engine.model import Entry, SearchOptions, utc
 
 from .dense import UNCALIBRATED, DenseCalibration, weighted_piece_means
-from .keyword import lexical_scores
+from .keyword import MIN_KEYWORD_SCORE, lexical_scores
 from .results import DEFAULT_MAX_RESULTS, _Pair, finish, matches_filters
 from .tokens import _trim, latin_share
 
@@ -78,6 +90,29 @@ HYBRID_RERANK_DEPTH = 50
 HYBRID_EPISODE_WEIGHT = 0.3
 #: How many of the best candidates lift the memories of their episode.
 HYBRID_EPISODE_SEEDS = 3
+#: Relevance floor (benchmarks/README.md, "Relevance floor"). A candidate without a
+#: keyword match (score < ``MIN_KEYWORD_SCORE``) is kept only when (1) its fused
+#: relevance is above ``HYBRID_UNRELATED_RELEVANCE``, what the calibration gives the
+#: median unrelated memory, and (2) its cosine is an outlier of this query's own
+#: background: at least ``max(HYBRID_MIN_Z, Φ⁻¹(1 − α/N))`` robust standard
+#: deviations above the median cosine over the user's N memories (α =
+#: ``HYBRID_BACKGROUND_ALPHA``: about α memories of a normal background pass by
+#: chance). ``None`` turns the floor off.
+HYBRID_BACKGROUND_ALPHA: float | None = 2.0
+#: The outlier level never sinks below this many spreads (small collections).
+HYBRID_MIN_Z = 1.5
+#: Fused relevance a candidate must exceed: the calibration's "unrelated" anchor.
+HYBRID_UNRELATED_RELEVANCE = 0.1
+#: Rank a memory in the other script than the query's against its own block (see __init__).
+HYBRID_SCRIPT_ALIGN = True
+#: Per-script backgrounds only up to this many memories (a filtered search over a
+#: large collection gets every cosine; reading every text's script there costs time).
+HYBRID_SCRIPT_GROUPS_MAX = 2000
+#: Fewer memories than this: no background to speak of; condition (1) alone applies.
+HYBRID_BACKGROUND_MIN = 8
+#: The background's spread is at least this (cosine units), so a query whose
+#: cosines are all alike does not make every small difference an outlier.
+HYBRID_MIN_SPREAD = 0.005
 
 
 _MONTH_NAMES = (
@@ -138,6 +173,42 @@ def query_periods(query: str) -> list[tuple[datetime, datetime]]:
     return periods
 
 
+def background(cosines: Sequence[float], size: int | None = None) -> tuple[float, float] | None:
+    """(centre, spread) of a query's cosines over the user's memories, robustly:
+    the median and 1.4826 × MAD when ``cosines`` holds them all; when it holds the
+    store's best ``K`` of ``size`` memories, a normal fitted to the lower half of
+    those K (rank k sits at the upper-tail share (k − ½)/size; least squares of
+    cosine on its normal quantile). None with too few memories to tell."""
+    from statistics import NormalDist, median
+
+    values = sorted((float(c) for c in cosines), reverse=True)
+    n = max(size or 0, len(values))
+    if n < HYBRID_BACKGROUND_MIN or not values:
+        return None
+    if len(values) >= n:
+        centre = median(values)
+        spread = 1.4826 * median(abs(v - centre) for v in values)
+        return centre, max(spread, HYBRID_MIN_SPREAD)
+    normal = NormalDist()
+    ranks = range(len(values) // 2, len(values))
+    xs = [normal.inv_cdf(1.0 - (k + 0.5) / n) for k in ranks]
+    ys = [values[k] for k in ranks]
+    if len(xs) < 2:
+        return None
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx if sxx > 0 else 0.0
+    spread = max(slope, HYBRID_MIN_SPREAD)
+    return my - spread * mx if slope > 0 else my, spread
+
+
+def outlier_level(size: int, alpha: float) -> float:
+    """``Φ⁻¹(1 − α/size)``: the z a background cosine exceeds with probability α/size."""
+    from statistics import NormalDist
+
+    return NormalDist().inv_cdf(1.0 - min(alpha / max(size, 1), 0.5))
+
+
 def _in_periods(entry: Entry, periods: Sequence[tuple[datetime, datetime]]) -> bool:
     event_time = entry.memory.event_time
     if event_time is None:
@@ -162,6 +233,8 @@ class HybridRanking:
         weights: tuple[float, float, float] = HYBRID_WEIGHTS,
         semantic_floor: float = HYBRID_SEMANTIC_FLOOR,
         time_weight: float = HYBRID_TIME_WEIGHT,
+        collection_size: int | None = None,
+        background_alpha: float | None = HYBRID_BACKGROUND_ALPHA,
     ) -> None:
         query = _trim(query or "")
         self.query = query
@@ -178,9 +251,43 @@ class HybridRanking:
         self.time_weight = time_weight if self.periods else 0.0
 
         self.dense: dict[str, float] = {}
+        self.cosine: dict[str, float] = {}
         for entry in dense_entries:
             if entry.id and entry.id not in self.dense:
+                self.cosine[entry.id] = float(entry.score)
                 self.dense[entry.id] = calibration.relevance(float(entry.score))
+        size = max(collection_size or 0, len(self.cosine))
+        self.size = size
+        self.background_alpha = background_alpha
+        self.background = background(list(self.cosine.values()), size)
+        # A query's cosines with memories in another script sit lower (or, for a query
+        # with little meaning, higher) as a block: when every memory is here, each
+        # script with at least three memories is centred on its own median, and the
+        # spread is the pooled MAD around those centres.
+        self.script: dict[str, bool] = {}
+        self.centres: dict[bool, float] = {}
+        if self.background is not None and size <= min(len(self.cosine), HYBRID_SCRIPT_GROUPS_MAX):
+            from statistics import median
+
+            texts = {e.id: e.memory.text for e in dense_entries if e.id}
+            self.script = {i: latin_share(texts[i]) < 0.5 for i in self.cosine}
+            overall = self.background[0]
+            for cjk in (False, True):
+                group = [c for i, c in self.cosine.items() if self.script[i] == cjk]
+                self.centres[cjk] = median(group) if len(group) >= 3 else overall
+            residuals = [abs(c - self.centres[self.script[i]]) for i, c in self.cosine.items()]
+            self.background = (overall, max(1.4826 * median(residuals), HYBRID_MIN_SPREAD))
+            if HYBRID_SCRIPT_ALIGN and all(
+                sum(1 for v in self.script.values() if v == cjk) >= 3 for cjk in (False, True)
+            ):
+                # Cross-language: a memory in the other script is ranked by how far it
+                # stands above its own block, moved onto the query's block.
+                mine = self.centres[share < 0.5]
+                level = self._outlier_level()
+                for i, c in self.cosine.items():
+                    shift = mine - self.centres[self.script[i]]
+                    if shift > 0 and (self.z_score(i) or 0.0) >= level:
+                        self.dense[i] = calibration.relevance(c + shift)
         # A memory the store did not return has at most the last returned cosine.
         self.dense_floor = 0.0 if dense_complete or not self.dense else min(self.dense.values())
 
@@ -249,8 +356,39 @@ class HybridRanking:
                 self.tokens[memory_id] = min(max(float(value), 0.0), 1.0)
                 self._scores[memory_id] = self._compute(memory_id)
 
-    def _episode_lift(self, candidates: list[_Pair], options: SearchOptions) -> list[_Pair]:
-        """Lift the memories sharing an event_time with one of the best candidates."""
+    def z_score(self, memory_id: str) -> float | None:
+        """How many background spreads the candidate's cosine stands above this
+        query's median cosine (None without a background or a cosine)."""
+        cosine = self.cosine.get(memory_id)
+        if cosine is None or self.background is None:
+            return None
+        centre, spread = self.background
+        script = self.script.get(memory_id)
+        if script is not None:
+            centre = self.centres.get(script, centre)
+        return (cosine - centre) / spread
+
+    def relevant(self, memory_id: str) -> bool:
+        """The relevance floor: a keyword match (score ≥ ``MIN_KEYWORD_SCORE``) always
+        stays; otherwise the fused relevance must exceed an unrelated memory's and
+        the cosine must stand out of this query's background (module constants)."""
+        alpha = self.background_alpha
+        if alpha is None or self.keyword.get(memory_id, 0.0) >= MIN_KEYWORD_SCORE:
+            return True
+        if self._scores[memory_id] <= HYBRID_UNRELATED_RELEVANCE:
+            return False
+        if self.background is None:
+            return True
+        z = self.z_score(memory_id)
+        return z is not None and z >= self._outlier_level()
+
+    def _outlier_level(self) -> float:
+        alpha = self.background_alpha if self.background_alpha is not None else HYBRID_BACKGROUND_ALPHA
+        return max(HYBRID_MIN_Z, outlier_level(self.size, alpha or 1.0))
+
+    def _episode_lift(self, candidates: list[_Pair], options: SearchOptions, kept: set[str]) -> list[_Pair]:
+        """Lift the memories sharing an event_time with one of the best candidates
+        that pass the relevance floor (``kept``)."""
         weight, seeds = HYBRID_EPISODE_WEIGHT, HYBRID_EPISODE_SEEDS
         if weight <= 0 or seeds <= 0 or len(candidates) < 2:
             return candidates
@@ -260,7 +398,7 @@ class HybridRanking:
         for score, entry in sorted(candidates, key=itemgetter(0), reverse=True):
             if taken >= seeds:
                 break
-            if not matches_filters(entry, seed_options):
+            if entry.id not in kept or not matches_filters(entry, seed_options):
                 continue
             taken += 1
             if entry.memory.event_time is not None:
@@ -283,7 +421,9 @@ class HybridRanking:
         limit = options.max_results if options.max_results > 0 else default_max
         threshold = options.similarity_threshold
         candidates = [(score, self.entries[i]) for i, score in self._scores.items()]
-        candidates = self._episode_lift(candidates, options)
+        kept = {memory_id for memory_id in self._scores if self.relevant(memory_id)}
+        lifted = self._episode_lift(candidates, options, kept)
+        candidates = [(score, entry) for score, entry in lifted if entry.id in kept]
         if threshold > 0:
             candidates = [p for p in candidates if p[0] >= threshold]
         return finish(candidates, options, limit)
