@@ -26,7 +26,20 @@ each question is asked three ways —
 * ``search``: ``svc.search(key, q, SearchOptions(max_results=3))``, the
   library/CLI default;
 * ``hybrid``: ``svc.search(key, q, SearchOptions(max_results=3, hybrid_search=True))``;
-* ``tool``: the ``memory_search`` tool from ``svc.tools()`` (its first 3 results).
+* ``tool``: the ``memory_search`` tool from ``svc.tools()`` (its first 3 results);
+* ``cli``: the real command ``memchat memory search QUESTION --memory NAME
+  --app … --user … --limit 3 --json``, run in-process with
+  ``typer.testing.CliRunner`` on ``memchat.cli.app``; it opens the store
+  itself from the environment variables it reads (settings.BACKEND_VARIABLES:
+  ``SQLITE_MEMORY_DSN``, ``SQLITEVEC_MEMORY_DSN``, ``REDIS_URL`` (+
+  ``REDIS_KEY_PREFIX``), ``MYSQL_DSN``, ``MYSQLVEC_DSN``, ``POSTGRES_DSN``,
+  ``PGVECTOR_DSN``, ``CHROMA_BASE_URL`` + ``CHROMA_COLLECTION``), with its own
+  embedder and default search mode, exactly as a user's shell would. With
+  this path, all paths share that one namespace: the memories are added once
+  through the library on the store those variables name. The SQL servers'
+  CLI uses its default table, so MySQL/MariaDB and PostgreSQL get a throwaway
+  database (``memchat_para_<hex>``, dropped afterwards). ``inmemory`` has no
+  CLI figure: its store lives for one command.
 
 hit@k = the answer is among the first k results. Backends other than
 inmemory/sqlite/sqlitevec are reached through the conformance harness
@@ -315,29 +328,109 @@ def store_options(name: str, tmp: Path) -> dict[str, Any]:
         raise RuntimeError(str(exc)) from None
 
 
-PATHS = ("search", "hybrid", "tool")
+PATHS = ("search", "hybrid", "tool", "cli")
 
 
-async def engine_scores(name: str, data: Dataset, tmp: Path) -> dict[str, Score]:
+class CliUnavailable(RuntimeError):
+    """The CLI cannot reach this backend's data (inmemory: one store per command)."""
+
+
+def cli_namespace(name: str, tmp: Path) -> tuple[dict[str, str], Callable[[], None]]:
+    """The environment variables with which ``memchat memory search --memory
+    NAME`` opens a fresh namespace on ``name``, and how to remove it afterwards."""
+    import uuid
+
+    def nothing() -> None:
+        return None
+
+    if name == "inmemory":
+        raise CliUnavailable("inmemory: the store lives for one CLI command")
+    if name in ("sqlite", "sqlitevec"):
+        dsn = f"sqlite:///{tmp / f'paraphrase-cli-{name}-{time.monotonic_ns()}.db'}"
+        return {"SQLITE_MEMORY_DSN" if name == "sqlite" else "SQLITEVEC_MEMORY_DSN": dsn}, nothing
+    options = store_options(name, tmp)
+    if name == "redis":
+        return {"REDIS_URL": options["url"], "REDIS_KEY_PREFIX": options["key_prefix"]}, nothing
+    if name == "chromadb":
+        return {"CHROMA_BASE_URL": options["url"], "CHROMA_COLLECTION": options["collection"]}, nothing
+    if name == "pgvector":  # a throwaway server (or MEMCHAT_TEST_PGVECTOR_DSN's): its default table
+        return {"PGVECTOR_DSN": options["dsn"]}, nothing
+    # mysql, mysqlvec, postgres: the CLI uses the default table, so a throwaway database.
+    base = options["dsn"]
+    database = f"memchat_para_{uuid.uuid4().hex[:12]}"
+    dsn = base.rsplit("/", 1)[0] + "/" + database
+    if name in ("mysql", "mysqlvec"):
+        from backends.mysql import parse_dsn
+
+        def admin(sql: str) -> None:
+            import pymysql
+
+            args = {**parse_dsn(base).connect_args(), "connect_timeout": 5}
+            args["database"] = args.pop("db")
+            conn = pymysql.connect(**args)
+            try:
+                with conn.cursor() as cur:
+                    cur.execute(sql)
+                conn.commit()
+            finally:
+                conn.close()
+
+        admin(f"CREATE DATABASE `{database}` CHARACTER SET utf8mb4")
+        env = {"MYSQL_DSN" if name == "mysql" else "MYSQLVEC_DSN": dsn}
+        return env, lambda: admin(f"DROP DATABASE IF EXISTS `{database}`")
+    from backends.postgres import parse_dsn as pg_dsn
+
+    def pg_admin(sql: str) -> None:
+        import psycopg
+
+        with psycopg.connect(**{**pg_dsn(base).params, "connect_timeout": 5}, autocommit=True) as conn:
+            conn.execute(sql)
+
+    pg_admin(f'CREATE DATABASE "{database}"')
+    return {"POSTGRES_DSN": dsn}, lambda: pg_admin(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+
+
+async def engine_scores(
+    name: str, data: Dataset, tmp: Path, paths: Sequence[str] = PATHS
+) -> dict[str, Score]:
+    import os
+
     from backends import create
     from memchat.engine import MemoryService, Metadata
 
-    scores = {path: Score() for path in PATHS}
-    for user, mems in data.memories.items():
-        key = _user_key(user)
-        svc = MemoryService(create(name, **store_options(name, tmp)), limit=0)
+    paths = list(paths)
+    env: dict[str, str] | None = None
+    cleanup: Callable[[], None] = lambda: None  # noqa: E731
+    if "cli" in paths:
         try:
-            await svc.open()
-            ids: dict[str, str] = {}
-            for mid, text, when in mems:
-                entry = await svc.add(key, text, metadata=Metadata(event_time=when) if when else None)
-                ids[entry.id] = mid
-            await _ask(svc, key, ids, [q for q in data.questions if q.user == user], scores)
-        finally:
+            env, cleanup = cli_namespace(name, tmp)
+        except CliUnavailable as exc:
+            print(f"  no cli path: {exc}", file=sys.stderr)
+            paths.remove("cli")
+    scores = {path: Score() for path in paths}
+    try:
+        for user, mems in data.memories.items():
+            key = _user_key(user)
+            if env is None:
+                store = create(name, **store_options(name, tmp))
+            else:  # the store the CLI opens: the same variables
+                store = create(name, env={**os.environ, **env})
+            svc = MemoryService(store, limit=0)
             try:
-                await svc.clear(key)
+                await svc.open()
+                ids: dict[str, str] = {}
+                for mid, text, when in mems:
+                    entry = await svc.add(key, text, metadata=Metadata(event_time=when) if when else None)
+                    ids[entry.id] = mid
+                questions = [q for q in data.questions if q.user == user]
+                await _ask(svc, key, ids, questions, scores, name=name, env=env)
             finally:
-                await svc.close()
+                try:
+                    await svc.clear(key)
+                finally:
+                    await svc.close()
+    finally:
+        cleanup()
     return scores
 
 
@@ -348,9 +441,16 @@ def _user_key(user: str) -> Any:
 
 
 async def _ask(
-    svc: Any, key: Any, ids: dict[str, str], questions: list[Question], scores: dict[str, Score]
+    svc: Any,
+    key: Any,
+    ids: dict[str, str],
+    questions: list[Question],
+    scores: dict[str, Score],
+    *,
+    name: str = "",
+    env: dict[str, str] | None = None,
 ) -> None:
-    """Each question through the three paths; ``ids`` maps engine ids to the data's."""
+    """Each question through the paths in ``scores``; ``ids`` maps engine ids to the data's."""
     from memchat.engine import SearchOptions
 
     tool = next(t for t in svc.tools() if t.name == "memory_search")
@@ -368,14 +468,29 @@ async def _ask(
             raise RuntimeError(f"memory_search failed: {content['error']}")
         return [ids.get(r["id"], "?") for r in content.get("results", [])]
 
+    async def by_cli(question: str) -> list[str]:
+        from typer.testing import CliRunner
+
+        from memchat.cli import app
+
+        args = ["memory", "search", question, "--memory", name, "--app", key.app, "--user", key.user]
+        args += ["--limit", "3", "--json"]
+        # The command runs its own event loop (asyncio.run): in a worker thread, not this loop's.
+        result = await asyncio.to_thread(CliRunner().invoke, app, args, env=env, catch_exceptions=True)
+        if result.exit_code != 0:
+            detail = (result.stderr or result.output or repr(result.exception)).strip()
+            raise RuntimeError(f"memchat memory search exited {result.exit_code}: {detail}")
+        return [ids.get(entry["id"], "?") for entry in json.loads(result.stdout)]
+
     runners: dict[str, Callable[[str], Awaitable[list[str]]]] = {
         "search": search,
         "hybrid": hybrid,
         "tool": by_tool,
+        "cli": by_cli,
     }
     for q in questions:
-        for path, run in runners.items():
-            scores[path].add(q, await run(q.text))
+        for path in scores:
+            scores[path].add(q, await runners[path](q.text))
 
 
 # ---------------------------------------------------------------------------
@@ -392,6 +507,9 @@ async def main() -> None:
     )
     parser.add_argument(
         "--embedder", default="", help="embedder mode: names from embedder_compare.py (e.g. minilm,e5,use)"
+    )
+    parser.add_argument(
+        "--paths", default=",".join(PATHS), help=f"engine mode: comma-separated, of {', '.join(PATHS)}"
     )
     parser.add_argument("--misses", action="store_true", help="list the questions missed in the top 3")
     parser.add_argument("--json", help="also write the figures to this file")
@@ -422,7 +540,8 @@ async def main() -> None:
             for name in [b.strip() for b in args.backends.split(",") if b.strip()]:
                 print(f"… {name}", file=sys.stderr, flush=True)
                 try:
-                    scores = await engine_scores(name, data, Path(tmp))
+                    paths = [p.strip() for p in args.paths.split(",") if p.strip()]
+                    scores = await engine_scores(name, data, Path(tmp), paths)
                 except Exception as exc:
                     error = f"{type(exc).__name__}: {exc}"
                     lines.append(f"| {name} | unavailable: {error} |" + " |" * len(GROUPS))

@@ -35,7 +35,7 @@ LONG_ANSWER = """Here is how I remember things for you:
 
 1. **You tell me something durable** — a name, a preference, a plan.
 2. I call `memory_add`, and the memory engine stores it in **sqlite**.
-3. In a later session, `memory_search` finds it again by keywords, in English or 中文.
+3. In a later session, `memory_search` finds it again by meaning and keywords, in English or 中文.
 
 ```python
 entries = await service.search(key, "what do I like?")
