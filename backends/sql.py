@@ -486,21 +486,11 @@ class SQLStore:
     # -- Store -----------------------------------------------------------
 
     async def atomic(self, key: UserKey, work: Callable[[_SQLTransaction], Awaitable[T]]) -> T:
-        await self.open()
-        attempt = 0
-        async with self._bounded() as expired:
-            while True:
-                attempt += 1
-                try:
-                    async with self._write_engine.begin() as conn:
-                        await self._begin_user(conn, key)
-                        return await work(_SQLTransaction(self, conn, key))
-                except (SQLAlchemyError, OSError) as exc:
-                    if not expired and attempt < self.max_attempts and self._is_retryable(exc):
-                        # Rolled back whole: run the section again after a short pause.
-                        await asyncio.sleep(0.01 * attempt)
-                        continue
-                    raise await self._failed("writing", exc, bool(expired)) from exc
+        async def section(conn: AsyncConnection) -> T:
+            await self._begin_user(conn, key)
+            return await work(_SQLTransaction(self, conn, key))
+
+        return await self._in_write_transaction("writing", section)
 
     async def get(self, key: UserKey, memory_id: str) -> Entry | None:
         return await self._read("reading", lambda conn: self._get(conn, key, memory_id))
@@ -659,6 +649,11 @@ class SQLStore:
 
     async def _write_all(self, action: str, fn: Callable[[AsyncConnection], Awaitable[Any]]) -> None:
         """Run ``fn`` in one write transaction not tied to a user (retried on a deadlock)."""
+        await self._in_write_transaction(action, fn)
+
+    async def _in_write_transaction(self, action: str, fn: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """``fn`` in one write transaction, bounded by the timeout; a deadlock or
+        serialisation failure rolls it back whole and runs it again after a short pause."""
         await self.open()
         attempt = 0
         async with self._bounded() as expired:
@@ -666,8 +661,7 @@ class SQLStore:
                 attempt += 1
                 try:
                     async with self._write_engine.begin() as conn:
-                        await fn(conn)
-                        return
+                        return await fn(conn)
                 except (SQLAlchemyError, OSError) as exc:
                     if not expired and attempt < self.max_attempts and self._is_retryable(exc):
                         await asyncio.sleep(0.01 * attempt)

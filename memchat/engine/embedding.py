@@ -44,7 +44,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from .model import BackendError, ConfigError
 
@@ -753,25 +753,26 @@ class OpenAIEmbedder:
 # ---------------------------------------------------------------------------
 
 _lock = threading.Lock()
-_shared_e5: E5Embedder | None = None
-_shared_minilm: LocalEmbedder | None = None
+#: One instance per model class in the process: a model is loaded once, however many services.
+_shared: dict[type, Any] = {}
 _default: DefaultEmbedder | None = None
+
+E = TypeVar("E")
+
+
+def _shared_instance(cls: type[E]) -> E:
+    with _lock:
+        if cls not in _shared:
+            _shared[cls] = cls()
+        return _shared[cls]
 
 
 def _e5() -> E5Embedder:
-    global _shared_e5
-    with _lock:
-        if _shared_e5 is None:
-            _shared_e5 = E5Embedder()
-        return _shared_e5
+    return _shared_instance(E5Embedder)
 
 
 def _minilm() -> LocalEmbedder:
-    global _shared_minilm
-    with _lock:
-        if _shared_minilm is None:
-            _shared_minilm = LocalEmbedder()
-        return _shared_minilm
+    return _shared_instance(LocalEmbedder)
 
 
 def default_embedder() -> DefaultEmbedder:
