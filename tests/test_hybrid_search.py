@@ -216,6 +216,24 @@ def test_token_similarity_is_the_mean_best_match() -> None:
     assert S.token_similarity(query, np.zeros((0, 2))) == 0.0
 
 
+def test_token_similarities_of_many_memories_equal_one_by_one() -> None:
+    np = pytest.importorskip("numpy")
+    rng = np.random.default_rng(7)
+
+    def unit(n: int) -> object:
+        rows = rng.normal(size=(n, 8))
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+    query = unit(3)
+    memories = [unit(1), np.zeros((0, 8)), unit(5), unit(2)]
+    together = S.token_similarities(query, memories)
+    alone = [S.token_similarity(query, m) for m in memories]
+    assert together == pytest.approx(alone)
+    # The per-piece best cosines travel along, for the rarity weighting.
+    assert np.allclose(together[2].best, alone[2].best)
+    assert S.token_similarities(query, []) == []
+
+
 # -- end to end on sqlitevec with the offline embedder --------------------------
 
 

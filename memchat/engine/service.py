@@ -567,7 +567,11 @@ class MemoryService:
         query = query.strip()
         embedder = self.embedder
         embed_tokens = getattr(embedder, "embed_tokens", None)
-        vector = await self._query_vector(query)
+        # The query's embedding (model work in a thread) and the keyword candidates
+        # (store I/O) do not depend on each other: one waits while the other runs.
+        vector, keyword_entries = await asyncio.gather(
+            self._query_vector(query), self.store.keyword_candidates(key, query)
+        )
         dense = await self._dense_candidates(key, vector, options)
         depth = self._dense_depth(options)
         everything = self._filtered(options) or len(dense) < depth
@@ -575,7 +579,7 @@ class MemoryService:
         # memories: when the store returned only the nearest ones, it needs their number.
         size = None if everything else await self.store.count(key)
         ranking = keyword.HybridRanking(
-            await self.store.keyword_candidates(key, query),
+            keyword_entries,
             dense,
             query,
             dense_complete=everything,
@@ -586,12 +590,9 @@ class MemoryService:
             targets = ranking.rerank_targets(options)
             if targets:
                 token_vectors = await embed_tokens([query, *(e.memory.text for e in targets)])
-                query_tokens = token_vectors[0]
+                similarities = keyword.token_similarities(token_vectors[0], token_vectors[1:])
                 ranking.set_token_similarities(
-                    {
-                        entry.id: keyword.token_similarity(query_tokens, vectors)
-                        for entry, vectors in zip(targets, token_vectors[1:], strict=True)
-                    }
+                    {entry.id: value for entry, value in zip(targets, similarities, strict=True)}
                 )
         return ranking.results(options, default_max=self.max_results)
 

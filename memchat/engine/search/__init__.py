@@ -19,6 +19,7 @@ from .dense import (
     DenseCalibration,
     TokenMatch,
     calibration_for,
+    token_similarities,
     token_similarity,
     weighted_piece_means,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "query_periods",
     "score_entries",
     "stem_text",
+    "token_similarities",
     "token_similarity",
     "weighted_piece_means",
 ]

@@ -27,6 +27,7 @@ cosine clipped to [0, 1] (:data:`UNCALIBRATED`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,7 @@ __all__ = [
     "DenseCalibration",
     "TokenMatch",
     "calibration_for",
+    "token_similarities",
     "token_similarity",
 ]
 
@@ -119,6 +121,30 @@ def token_similarity(query_tokens: Any, memory_tokens: Any) -> float:
         return 0.0
     best = (query_tokens @ memory_tokens.T).max(axis=1)
     return TokenMatch(float(best.mean()), best)
+
+
+def token_similarities(query_tokens: Any, memories_tokens: Sequence[Any]) -> list[float]:
+    """:func:`token_similarity` of one query with many memories, in one matrix product
+    (a search re-ranks up to 100 memories: one product instead of 100)."""
+    import numpy as np
+
+    sizes = [0 if m is None else len(m) for m in memories_tokens]
+    if query_tokens is None or not len(query_tokens) or not any(sizes):
+        return [token_similarity(query_tokens, m) for m in memories_tokens]
+    stacked = np.concatenate([m for m, n in zip(memories_tokens, sizes, strict=True) if n])
+    cosines = query_tokens @ stacked.T  # (query pieces, all memory pieces)
+    starts = np.cumsum([0, *(n for n in sizes if n)])[:-1]
+    best = np.maximum.reduceat(cosines, starts, axis=1)  # per memory: (query pieces,)
+    out: list[float] = []
+    column = 0
+    for n in sizes:
+        if not n:
+            out.append(0.0)
+            continue
+        piece_best = best[:, column]
+        out.append(TokenMatch(float(piece_best.mean()), piece_best))
+        column += 1
+    return out
 
 
 def weighted_piece_means(similarities: dict[str, float]) -> dict[str, float]:

@@ -13,10 +13,11 @@ that are each an honest 0–1 similarity instead:
   view of query and memories (Snowball English on Latin words; CJK left to
   jieba and the trigrams), IDF over the user's whole collection;
 * ``token_similarity`` (late interaction) re-ranks the best ``HYBRID_RERANK_DEPTH``
-  candidates when the embedder gives per-token vectors (MiniLM's word
-  pieces): the mean over the query's content pieces of their best cosine with
-  a piece of the memory, each piece weighted by how rarely the candidates
-  match it. Without per-token vectors its weight goes to ``dense``.
+  candidates when the embedder gives per-token vectors (the default's are
+  static MiniLM word-piece vectors, engine/pieces.py: a lookup, no model run):
+  the mean over the query's content pieces of their best cosine with a piece
+  of the memory, each piece weighted by how rarely the candidates match it.
+  Without per-token vectors its weight goes to ``dense``.
 * ``floor · dense`` is the semantic floor: a memory whose meaning clearly
   answers the query (dense near 1) keeps a high relevance even when it shares
   no word with it, so the keyword side cannot bury it under memories that
@@ -85,7 +86,7 @@ HYBRID_TIME_WEIGHT = 0.1
 #: Dense candidates asked of the store (at least; more for large limits).
 HYBRID_DENSE_DEPTH = 100
 #: How many of the best candidates are re-ranked with token similarity.
-HYBRID_RERANK_DEPTH = 50
+HYBRID_RERANK_DEPTH = 100
 #: Share of the way a memory moves up to the best candidate sharing its event_time.
 HYBRID_EPISODE_WEIGHT = 0.3
 #: How many of the best candidates lift the memories of their episode.
