@@ -31,7 +31,10 @@ class Capabilities:
 
     #: Can return nearest neighbours for an embedding (``vector_candidates``).
     vector_search: bool = False
-    #: Has its own full-text index to pre-filter keyword candidates.
+    #: Keeps an inverted index and statistics for keyword search, written with each
+    #: change (memchat/engine/search/index.py): it answers
+    #: ``indexed_keyword_candidates(key, space, terms) -> (entries, KeywordStats | None)``
+    #: with the memories holding a term instead of every memory.
     native_keyword_search: bool = False
     #: ``atomic`` is a real transaction (all-or-nothing across processes).
     transactions: bool = False
@@ -98,7 +101,9 @@ class Store(Protocol):
 
     async def keyword_candidates(self, key: UserKey, query: str) -> list[Entry]:
         """Active entries that keyword search should score. The engine computes
-        IDF over this set, so a store without a full-text index returns them all."""
+        IDF over this set, so this returns them all; a store with
+        ``native_keyword_search`` is asked ``indexed_keyword_candidates`` instead
+        (returning ``(every active entry, None)`` while its index is not ready)."""
 
 
 #: Seconds a store waits for its server (connecting, each call, a lock wait)

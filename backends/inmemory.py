@@ -16,7 +16,9 @@ from typing import TypeVar
 import numpy as np
 
 from memchat.engine.model import Entry, UserKey
+from memchat.engine.search.index import KeywordStats
 
+from ._keyword_index import UserKeywordIndex
 from ._ordering import newest_first
 from ._vectors import MatrixCache, UserMatrix, check_query, encode_vector
 from .base import DEFAULT_VECTOR_DIMENSION, Capabilities, bounded_lock, resolve_timeout
@@ -81,7 +83,7 @@ class _BufferedTransaction:
 
 class InMemoryStore:
     name = "inmemory"
-    capabilities = Capabilities(vector_search=True, transactions=True)
+    capabilities = Capabilities(vector_search=True, transactions=True, native_keyword_search=True)
     #: Any dimension fits: the engine sets ``dimension`` to its embedder's.
     fixed_dimension = False
 
@@ -106,6 +108,8 @@ class InMemoryStore:
         self._versions: dict[UserKey, int] = {}
         self._matrices = MatrixCache()
         self._meta: dict[str, str] = {}
+        #: user → inverted index and statistics of its active memories (keyword search).
+        self._index: dict[UserKey, UserKeywordIndex] = {}
 
     async def open(self) -> None:
         return None
@@ -123,6 +127,11 @@ class InMemoryStore:
             result = await work(tx)
             self._active[key] = tx._active + tx.active_delta()
             vectors = self._vectors.get(key, {})
+            index = self._index.setdefault(key, UserKeywordIndex())
+            for memory_id, entry in tx._writes.items():
+                index.replace(memory_id, entry)
+            if not index.records:
+                self._index.pop(key, None)
             tx.commit(vectors)
             if tx._rows:
                 self._users[key] = tx._rows
@@ -163,6 +172,16 @@ class InMemoryStore:
 
     async def keyword_candidates(self, key: UserKey, query: str) -> list[Entry]:
         return [e for e in self._users.get(key, {}).values() if not e.is_deleted]
+
+    async def indexed_keyword_candidates(
+        self, key: UserKey, space: str, terms: Sequence[str]
+    ) -> tuple[list[Entry], KeywordStats]:
+        """The active memories holding one of ``terms`` and the user's statistics
+        (memchat/engine/search/index.py)."""
+        index = self._index.get(key) or UserKeywordIndex()
+        ids, stats = index.lookup(space, terms)
+        rows = self._users.get(key, {})
+        return [rows[i] for i in ids], stats
 
     # -- vectors -----------------------------------------------------------
 

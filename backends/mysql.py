@@ -383,7 +383,7 @@ class MySQLStore(ServerSQLStore):
         )
         async with self.engine.connect() as conn:
             self.collation = await self._exact_collation(conn)
-            for table in (self.table, self.locks, self.meta_table):
+            for table in self.metadata.sorted_tables:
                 table.dialect_kwargs["mysql_collate"] = self.collation
             got = (
                 await conn.execute(

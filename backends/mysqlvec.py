@@ -31,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memchat.engine.model import BackendError, Entry, UserKey
 
-from .base import Capabilities, checked_vector, resolve_dimension
+from .base import checked_vector, resolve_dimension
 from .mysql import MySQLStore, lock_table_name, parse_dsn
 
 ENV_DSN = "MYSQLVEC_DSN"
@@ -68,7 +68,6 @@ class _NativeVector(sa.types.UserDefinedType):
 
 class MySQLVecStore(MySQLStore):
     name = "mysqlvec"
-    capabilities = Capabilities(vector_search=True, transactions=True, persistent=True, multi_process=True)
     fixed_dimension = True
     env_prefix = "MYSQLVEC"
     env_dsn = ENV_DSN

@@ -23,7 +23,7 @@ without one has a NULL embedding and is simply not a vector candidate.
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -33,7 +33,7 @@ from sqlalchemy.types import UserDefinedType
 
 from memchat.engine.model import BackendError, ConfigError, Entry, UserKey
 
-from .base import Capabilities, checked_vector
+from .base import checked_vector
 from .postgres import (
     INSUFFICIENT_PRIVILEGE,
     PostgresStore,
@@ -42,7 +42,7 @@ from .postgres import (
     parse_dsn,
     resolve_target,
 )
-from .sql import _SQLTransaction, short_identifier
+from .sql import short_identifier
 
 T = TypeVar("T")
 
@@ -97,40 +97,12 @@ class Vector(UserDefinedType):
             return self.op("<=>", return_type=sa.Float)(other)
 
 
-class _VectorTransaction:
-    """The SQL transaction, with ``put`` writing the embedding when one is given."""
-
-    def __init__(self, store: PgVectorStore, tx: _SQLTransaction) -> None:
-        self._store, self._tx = store, tx
-        #: The connection, for the base store's ``clear``.
-        self._conn = tx._conn
-
-    async def get(self, memory_id: str) -> Entry | None:
-        return await self._tx.get(memory_id)
-
-    async def put(self, entry: Entry, vector: Sequence[float] | None = None) -> None:
-        if entry.app != self._tx._key.app or entry.user != self._tx._key.user:
-            raise ValueError("an entry can only be written inside its own user's section")
-        row = self._store._row(entry)
-        if vector is not None:
-            # Absent from the row, the column is left as it is on conflict.
-            row["embedding"] = self._store._check_vector(vector)
-        await self._conn.execute(self._store._upsert(row))
-
-    async def remove(self, memory_id: str) -> None:
-        await self._tx.remove(memory_id)
-
-    async def count_active(self) -> int:
-        return await self._tx.count_active()
-
-
 def _version(text: str | None) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", text or "")[:3])
 
 
 class PgVectorStore(PostgresStore):
     name = "pgvector"
-    capabilities = Capabilities(vector_search=True, transactions=True, persistent=True, multi_process=True)
     #: Vectors live in the ``vector(D)`` column (HNSW), made for one dimension.
     blob_vectors = False
     fixed_dimension = True
@@ -259,8 +231,9 @@ class PgVectorStore(PostgresStore):
     def _check_vector(self, vector: Sequence[float]) -> list[float]:
         return checked_vector(vector, self.dimension)
 
-    async def atomic(self, key: UserKey, work: Callable[[Any], Awaitable[T]]) -> T:
-        return await super().atomic(key, lambda tx: work(_VectorTransaction(self, tx)))
+    def _embedding_value(self, vector: Sequence[float]) -> Any:
+        """The ``vector(D)`` column's value (the HNSW index reads it)."""
+        return self._check_vector(vector)
 
     async def vector_candidates(self, key: UserKey, vector: Sequence[float], k: int) -> list[Entry]:
         """Up to ``k`` of the user's active memories nearest to ``vector``,

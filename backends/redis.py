@@ -11,6 +11,7 @@ cluster)::
     <prefix>:mem:{<app>:<user>}:deleted    tombstones        field = memory id
     <prefix>:mem:{<app>:<user>}:vec        embeddings        field = memory id, value = float32 bytes
     <prefix>:mem:{<app>:<user>}:version    bumped by every write of the user
+    <prefix>:mem:{<app>:<user>}:kw:…       keyword search's inverted index (redis_index.py)
 
 A vector is written in the same MULTI/EXEC as its entry; a tombstone keeps
 its vector (for restore). ``vector_candidates`` ranks the user's vectors
@@ -87,12 +88,14 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from memchat.engine.model import BackendError, ConfigError, Entry, Memory, UserKey, utc
+from memchat.engine.search.index import KeywordStats
 from memchat.engine.secrets import redact
 
 from ._cache import DecodeCache
 from ._ordering import newest_first
 from ._vectors import MatrixCache, UserMatrix, check_query, encode_vector
 from .base import DEFAULT_VECTOR_DIMENSION, Capabilities, bounded_lock, resolve_timeout, timeout_message
+from .redis_index import index_keys, lookup, queue_drop, queue_replace, record_of
 
 T = TypeVar("T")
 
@@ -301,13 +304,19 @@ class _RedisTransaction:
         self._vectors: dict[str, bytes | None] = {}
         #: Whether an ID was found in the active hash when it was read.
         self._was_active: dict[str, bool] = {}
+        #: The stored entry of each ID read (before this section's writes).
+        self._previous: dict[str, Entry | None] = {}
+        #: Set by ``rebuild_index``: (the terms of the index to drop, the active entries to index).
+        self._rebuild: tuple[list[str], list[Entry]] | None = None
 
     async def _stored(self, memory_id: str) -> Entry | None:
         raw = await self._pipe.hget(self._keys.active, memory_id)
         self._was_active[memory_id] = raw is not None
         if raw is None:
             raw = await self._pipe.hget(self._keys.deleted, memory_id)
-        return None if raw is None else self._store._decode(raw, self._key, memory_id)
+        entry = None if raw is None else self._store._decode(raw, self._key, memory_id)
+        self._previous.setdefault(memory_id, entry)
+        return entry
 
     async def get(self, memory_id: str) -> Entry | None:
         if memory_id in self._writes:
@@ -346,7 +355,31 @@ class _RedisTransaction:
             entries[mid] = entry  # type: ignore[assignment]
         return [e for e in entries.values() if e is not None and not e.is_deleted]
 
-    def queue_writes(self, pipe: Any) -> None:
+    async def index_changes(self) -> list[tuple[str, Any, Any]]:
+        """(memory ID, index record before, after) of every write: read now, under
+        WATCH, whatever the section did not read itself."""
+        changes = []
+        for memory_id, entry in self._writes.items():
+            if memory_id not in self._previous:
+                await self._stored(memory_id)
+            before = self._previous[memory_id] if self._was_active.get(memory_id) else None
+            changes.append((memory_id, record_of(before), record_of(entry)))
+        return changes
+
+    async def rebuild_index(self) -> None:
+        """Make the section re-create the user's keyword index from its active entries."""
+        terms = await self._pipe.hkeys(index_keys(self._keys.active).df)
+        self._rebuild = (list(terms), await self.active_entries())
+
+    def queue_writes(self, pipe: Any, index_changes: Sequence[tuple[str, Any, Any]] = ()) -> None:
+        index = index_keys(self._keys.active)
+        if self._rebuild is not None:
+            terms, entries = self._rebuild
+            queue_drop(pipe, index, terms)
+            for entry in entries:
+                queue_replace(pipe, index, entry.id, None, record_of(entry))
+        for memory_id, before, after in index_changes:
+            queue_replace(pipe, index, memory_id, before, after)
         for memory_id, entry in self._writes.items():
             if entry is None:
                 pipe.hdel(self._keys.active, memory_id)
@@ -370,7 +403,9 @@ class RedisStore:
     """Memories in Redis hashes, two per (app, user); see the module docstring."""
 
     name = "redis"
-    capabilities = Capabilities(vector_search=True, transactions=True, persistent=True, multi_process=True)
+    capabilities = Capabilities(
+        vector_search=True, transactions=True, persistent=True, multi_process=True, native_keyword_search=True
+    )
     #: Any dimension fits: the engine sets ``dimension`` to its embedder's.
     fixed_dimension = False
 
@@ -564,8 +599,9 @@ class RedisStore:
                         pipe.multi()
                         await pipe.execute()
                         raise
+                    changes = await tx.index_changes()
                     pipe.multi()
-                    tx.queue_writes(pipe)
+                    tx.queue_writes(pipe, changes)
                     await pipe.execute()
                     return result
                 except WatchError:
@@ -636,8 +672,11 @@ class RedisStore:
             keys = self.keys_for(key)
 
             async def drop(client: aioredis.Redis) -> int:
+                index = index_keys(keys.active)
+                terms = await client.hkeys(index.df)
                 async with client.pipeline(transaction=True) as pipe:
                     pipe.hlen(keys.active).delete(keys.active, keys.deleted, keys.vectors)
+                    queue_drop(pipe, index, terms)
                     active, *_ = await pipe.incr(keys.version).execute()
                 return int(active)
 
@@ -656,6 +695,34 @@ class RedisStore:
 
     async def keyword_candidates(self, key: UserKey, query: str) -> list[Entry]:
         return await self._entries(key, include_deleted=False)
+
+    async def indexed_keyword_candidates(
+        self, key: UserKey, space: str, terms: Sequence[str]
+    ) -> tuple[list[Entry], KeywordStats | None]:
+        """The active memories holding one of ``terms`` and the user's statistics
+        (redis_index.py); when the index does not match the memories, every
+        active memory and no statistics, and the index is rebuilt."""
+        keys = self.keys_for(key)
+        index = index_keys(keys.active)
+
+        async def fetch(client: aioredis.Redis) -> tuple[list[Entry], KeywordStats] | None:
+            found = await lookup(client, index, keys.active, space, terms)
+            if found is None:
+                return None
+            ids, stats = found
+            raws = await client.hmget(keys.active, ids) if ids else []
+            entries = [self._decode(raw, key, i) for i, raw in zip(ids, raws, strict=True) if raw is not None]
+            return entries, stats
+
+        result = await self._run("searching", fetch)
+        if result is not None:
+            return result
+
+        async def rebuild(tx: _RedisTransaction) -> None:
+            await tx.rebuild_index()
+
+        await self.atomic(key, rebuild)
+        return await self.keyword_candidates(key, ""), None
 
     # -- vectors -----------------------------------------------------------
 

@@ -50,11 +50,13 @@ from memchat.engine.model import (
     from_micros,
     to_micros,
 )
+from memchat.engine.search.index import KeywordStats
 from memchat.engine.secrets import redact
 
 from ._cache import DecodeCache
 from ._vectors import MatrixCache, UserMatrix, check_query, encode_vector
 from .base import DEFAULT_VECTOR_DIMENSION, Capabilities, resolve_timeout, timeout_message
+from .sql_index import INDEX_META, SQLKeywordIndex
 
 T = TypeVar("T")
 
@@ -178,18 +180,23 @@ class _SQLTransaction:
             raise ValueError("an entry can only be written inside its own user's section")
         store = self._store
         row = store._row(entry)
-        if vector is not None and store.blob_vectors:
-            # Absent from the row, the stored embedding is kept on conflict.
-            row["embedding"] = store._encode(vector)
+        if vector is not None:
+            value = store._embedding_value(vector)
+            if value is not None:
+                # Absent from the row, the stored embedding is kept on conflict.
+                row["embedding"] = value
         store._matrices.drop(self._key)
+        old = await self.get(entry.id)
         await self._conn.execute(store._upsert(row))
+        await store.keyword_index.replace(self._conn, self._key, entry.id, old, entry)
 
     async def remove(self, memory_id: str) -> None:
-        t = self._store.table
-        self._store._matrices.drop(self._key)
-        await self._conn.execute(
-            sa.delete(t).where(self._store._scope(self._key), t.c.memory_id == memory_id)
-        )
+        store = self._store
+        t = store.table
+        store._matrices.drop(self._key)
+        old = await self.get(memory_id)
+        await self._conn.execute(sa.delete(t).where(store._scope(self._key), t.c.memory_id == memory_id))
+        await store.keyword_index.replace(self._conn, self._key, memory_id, old, None)
 
     async def count_active(self) -> int:
         return await self._store._count(self._conn, self._key, include_deleted=False)
@@ -200,7 +207,9 @@ class SQLStore:
     and may override ``_begin_user`` (serialise writers) and ``_upsert``."""
 
     name = "sql"
-    capabilities = Capabilities(vector_search=True, transactions=True, persistent=True, multi_process=True)
+    capabilities = Capabilities(
+        vector_search=True, transactions=True, persistent=True, multi_process=True, native_keyword_search=True
+    )
     max_table_name = 64
     #: How often an atomic section is run again after a deadlock (``_is_retryable``).
     max_attempts = 5
@@ -245,6 +254,12 @@ class SQLStore:
         if self.blob_vectors:
             self.table.append_column(sa.Column("embedding", self._blob_type(), nullable=True))
         self.meta_table = meta_table(self.metadata, schema=schema, **table_options)
+        #: The inverted index and statistics of keyword search (sql_index.py).
+        self.keyword_index = SQLKeywordIndex(
+            self.metadata, self.table, short_identifier=short_identifier, schema=schema, **table_options
+        )
+        #: Whether the index is complete (built on open; until then searches scan).
+        self._index_ready = False
         #: The engine write sections run on (a dialect may tag it, e.g. SQLite's
         #: BEGIN IMMEDIATE).
         self._write_engine: AsyncEngine = engine
@@ -274,6 +289,11 @@ class SQLStore:
     def _encode(self, vector: Sequence[float]) -> Any:
         """The ``embedding`` column's value for ``vector``."""
         return encode_vector(vector, self.dimension)
+
+    def _embedding_value(self, vector: Sequence[float]) -> Any:
+        """What a write stores in the ``embedding`` column (None: the store keeps
+        its vectors elsewhere)."""
+        return self._encode(vector) if self.blob_vectors else None
 
     def _explain(self, exc: BaseException) -> str:
         """One clear sentence for a driver error; never includes a password."""
@@ -398,6 +418,43 @@ class SQLStore:
                     raise self._error("connecting and creating the table", exc) from exc
                 raise
         self._schema_ready = True
+        await self._ensure_keyword_index()
+
+    async def _ensure_keyword_index(self) -> None:
+        """Index a table made before the keyword index (or written by a memchat
+        that did not keep it), user by user, each inside its own write section."""
+        index = self.keyword_index
+
+        async def check(conn: AsyncConnection) -> bool:
+            built = await self._scalar_or_none(
+                conn,
+                sa.select(self.meta_table.c.value).where(
+                    self.meta_table.c.name == self._meta_name(INDEX_META)
+                ),
+            )
+            return built == index.version() and await index.active_counts_match(conn)
+
+        if await self._read("reading the keyword index", check):
+            self._index_ready = True
+            return
+        t, st = self.table, index.stats
+
+        async def users(conn: AsyncConnection) -> list[UserKey]:
+            rows = (await conn.execute(sa.select(t.c.app_name, t.c.user_id).distinct())).all()
+            stale = (await conn.execute(sa.select(st.c.app_name, st.c.user_id))).all()
+            return [UserKey(a, u) for a, u in dict.fromkeys([*rows, *stale])]
+
+        for key in await self._read("reading the users to index", users):
+
+            async def rebuild(tx: Any, key: UserKey = key) -> None:
+                conn = tx._conn
+                stmt = sa.select(*self._row_columns()).where(self._scope(key), t.c.deleted_at.is_(None))
+                entries = [self._entry(r) for r in (await conn.execute(stmt)).all()]
+                await index.rebuild_user(conn, key, entries)
+
+            await self.atomic(key, rebuild)
+        await self.write_meta(INDEX_META, index.version())
+        self._index_ready = True
 
     async def close(self) -> None:
         await self.engine.dispose()
@@ -519,6 +576,7 @@ class SQLStore:
 
         async def work(tx: _SQLTransaction) -> int:
             active = await tx.count_active()
+            await self.keyword_index.clear(tx._conn, key)
             if deleted_at is None:
                 await tx._conn.execute(sa.delete(t).where(self._scope(key)))
             else:
@@ -533,6 +591,24 @@ class SQLStore:
 
     async def keyword_candidates(self, key: UserKey, query: str) -> list[Entry]:
         return await self.list(key)
+
+    async def indexed_keyword_candidates(
+        self, key: UserKey, space: str, terms: Sequence[str]
+    ) -> tuple[list[Entry], KeywordStats | None]:
+        """The active memories holding one of ``terms`` and the user's statistics;
+        every active memory and no statistics while the index is being built."""
+        if not self._index_ready:
+            return await self.list(key), None
+        t = self.table
+
+        async def fetch(conn: AsyncConnection) -> tuple[list[Entry], KeywordStats | None]:
+            holders, stats = await self.keyword_index.lookup(conn, key, space, terms)
+            stmt = sa.select(*self._row_columns()).where(
+                self._scope(key), t.c.deleted_at.is_(None), t.c.memory_id.in_(holders)
+            )
+            return [self._entry(r) for r in (await conn.execute(stmt)).all()], stats
+
+        return await self._read("searching", fetch)
 
     # -- vectors -----------------------------------------------------------
 

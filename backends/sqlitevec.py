@@ -39,7 +39,7 @@ from sqlalchemy.pool import StaticPool
 
 from memchat.engine.model import BackendError, ConfigError, Entry, UserKey
 
-from .base import Capabilities, resolve_dimension, resolve_timeout
+from .base import resolve_dimension, resolve_timeout
 from .sql import SQLStore, short_identifier
 from .sqlite import SQLiteStore, _install_transaction_control, default_path, parse_dsn
 
@@ -165,7 +165,6 @@ class _VecTransaction:
 
 class SQLiteVecStore(SQLiteStore):
     name = "sqlitevec"
-    capabilities = Capabilities(vector_search=True, transactions=True, persistent=True, multi_process=True)
     #: Vectors live in the vec0 index, made for one dimension.
     blob_vectors = False
     fixed_dimension = True
@@ -266,6 +265,7 @@ class SQLiteVecStore(SQLiteStore):
         async def work(tx: _VecTransaction) -> int:
             conn: AsyncConnection = tx._inner._conn
             active = await tx.count_active()
+            await self.keyword_index.clear(conn, key)
             user = self._user_key(key)
             if deleted_at is None:
                 await conn.execute(sa.delete(t).where(self._scope(key)))

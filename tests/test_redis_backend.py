@@ -296,7 +296,9 @@ async def test_a_glob_user_id_matches_only_its_own_keys(make_store, raw) -> None
     # A pattern built from the user's key (as an operator would) sees only that user.
     for pattern in (own.active + "*", own.active):
         found = {k async for k in raw.scan_iter(match=pattern)}
-        assert found <= {own.active, own.deleted, own.vectors, own.version} and own.active in found
+        mine = {own.active, own.deleted, own.vectors, own.version}
+        # The keyword index's keys (backends/redis_index.py) carry the same base and tag.
+        assert all(k in mine or k.startswith(own.active + ":kw:") for k in found) and own.active in found
         assert set(await raw.keys(pattern)) == found
     assert [e.memory.text for e in await svc.read(star, include_deleted=True)] == [
         "second of *",
@@ -589,3 +591,29 @@ async def test_the_fill_in_reads_only_its_own_prefix_even_with_glob_characters(m
     async with MemoryService(starred, embedder=HashEmbedder()) as svc:
         await svc.add(key, "User likes tea")
     assert await plain.count_missing_vectors() == 1  # untouched by the other store's fill-in
+
+
+async def test_memories_written_without_the_keyword_index_are_found_and_indexed(make_store, raw) -> None:
+    """A store from before the index (or a memchat that does not keep it): the first
+    search scans as before, finds everything, and rebuilds the user's index."""
+    from dataclasses import replace
+
+    from backends.redis import encode_entry
+    from memchat.engine import SearchOptions
+    from memchat.engine.model import Memory
+
+    store = make_store()
+    svc = MemoryService(store)
+    key = UserKey("memory-chat", "legacy")
+    entry = await svc.add(key, "Alice has a cat")
+    keys = store.keys_for(key)
+    legacy = replace(entry, id="f" * 64, memory=Memory(text="Alice plays the cello"))
+    await raw.hset(keys.active, legacy.id, encode_entry(legacy))  # the entry only, as before the index
+    keyword = SearchOptions(mode="keyword")
+    assert [e.memory.text for e in await svc.search(key, "cello", keyword)] == ["Alice plays the cello"]
+    assert int(await raw.hget(keys.active + ":kw:stats", "active")) == 2
+    assert await raw.smembers(keys.active + ":kw:t:k:cello") == {"f" * 64}
+    assert [e.memory.text for e in await svc.search(key, "cat", keyword)] == ["Alice has a cat"]
+    await svc.clear(key)  # a hard clear takes the index with it
+    assert not [k async for k in raw.scan_iter(match=keys.active + ":kw:*")]
+    await svc.close()

@@ -35,6 +35,7 @@ from .model import (
     UpdateResult,
     UserKey,
 )
+from .search.index import KEYWORD_SPACE, LEXICAL_SPACE, KeywordStats, query_terms
 from .validation import MAX_KIND_LENGTH, MAX_LOCATION_LENGTH, MAX_TOPIC_LENGTH, MAX_TOPICS
 from .vectors import NO_EMBEDDER, EmbeddingProgress, ProgressCallback, prepare_vectors
 
@@ -483,10 +484,23 @@ class MemoryService:
             if mode == SEARCH_SEMANTIC:
                 return await self._semantic_search(key, query, options)
             return await self._hybrid_search(key, query, options)
-        candidates = await self.store.keyword_candidates(key, query)
+        candidates, stats = await self._keyword_candidates(key, query, KEYWORD_SPACE)
         return keyword.keyword_search(
-            candidates, query, options, min_score=self.min_score, default_max=self.max_results
+            candidates, query, options, min_score=self.min_score, default_max=self.max_results, stats=stats
         )
+
+    async def _keyword_candidates(
+        self, key: UserKey, query: str, space: str
+    ) -> tuple[list[Entry], KeywordStats | None]:
+        """What keyword scoring reads: from a store that keeps an inverted index
+        (search/index.py), the memories holding a query term and the collection's
+        statistics; from the others, every active memory (the scorer counts)."""
+        store = self.store
+        if store.capabilities.native_keyword_search:
+            terms = query_terms(query, space)
+            if terms is not None:
+                return await store.indexed_keyword_candidates(key, space, terms)  # type: ignore[attr-defined]
+        return await store.keyword_candidates(key, query), None
 
     async def vector_search(
         self, key: UserKey, query: str, options: SearchOptions | None = None
@@ -569,8 +583,8 @@ class MemoryService:
         embed_tokens = getattr(embedder, "embed_tokens", None)
         # The query's embedding (model work in a thread) and the keyword candidates
         # (store I/O) do not depend on each other: one waits while the other runs.
-        vector, keyword_entries = await asyncio.gather(
-            self._query_vector(query), self.store.keyword_candidates(key, query)
+        vector, (keyword_entries, keyword_stats) = await asyncio.gather(
+            self._query_vector(query), self._keyword_candidates(key, query, LEXICAL_SPACE)
         )
         dense = await self._dense_candidates(key, vector, options)
         depth = self._dense_depth(options)
@@ -585,6 +599,7 @@ class MemoryService:
             dense_complete=everything,
             calibration=keyword.calibration_for(embedder),
             collection_size=size,
+            keyword_stats=keyword_stats,
         )
         if embed_tokens is not None:
             targets = ranking.rerank_targets(options)

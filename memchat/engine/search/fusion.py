@@ -61,6 +61,7 @@ from operator import itemgetter
 from memchat.engine.model import Entry, SearchOptions, utc
 
 from .dense import UNCALIBRATED, DenseCalibration, weighted_piece_means
+from .index import KeywordStats
 from .keyword import MIN_KEYWORD_SCORE, lexical_scores
 from .results import DEFAULT_MAX_RESULTS, _Pair, finish, matches_filters
 from .tokens import _trim, latin_share
@@ -236,6 +237,7 @@ class HybridRanking:
         time_weight: float = HYBRID_TIME_WEIGHT,
         collection_size: int | None = None,
         background_alpha: float | None = HYBRID_BACKGROUND_ALPHA,
+        keyword_stats: KeywordStats | None = None,
     ) -> None:
         query = _trim(query or "")
         self.query = query
@@ -295,13 +297,16 @@ class HybridRanking:
         self.entries: dict[str, Entry] = {e.id: e for e in dense_entries if e.id}
         self.keyword: dict[str, float] = {}
         if query and keyword_entries:
-            for entry, score in zip(keyword_entries, lexical_scores(keyword_entries, query), strict=True):
+            scores = lexical_scores(keyword_entries, query, keyword_stats)
+            for entry, score in zip(keyword_entries, scores, strict=True):
                 if score > 0:
                     self.keyword[entry.id] = score
                     self.entries.setdefault(entry.id, entry)
         self.tokens: dict[str, float] = {}
         self._scores = {memory_id: self._compute(memory_id) for memory_id in self.entries}
-        self.order = sorted(self._scores, key=self._scores.__getitem__, reverse=True)
+        # Ties by ID: the candidates worth a token-level look must not depend on the
+        # order the store listed them in.
+        self.order = sorted(self._scores, key=lambda i: (-self._scores[i], i))
 
     def _mix(self, memory_id: str, relevance: float) -> float:
         if self.time_weight:

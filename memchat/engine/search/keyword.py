@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memchat.engine.model import Entry, SearchOptions
 
@@ -38,6 +38,9 @@ from .tokens import (
     _trim,
     stem_text,
 )
+
+if TYPE_CHECKING:
+    from .index import KeywordStats
 
 __all__ = ["MIN_KEYWORD_SCORE", "keyword_search", "lexical_scores", "score_entries"]
 
@@ -199,16 +202,17 @@ def _coverage(matched: float, total: float) -> float:
     return max(share, 0.5 * min(matched, 1.0) + 0.5 * max(matched - 1.0, 0.0) / (total - 1.0))
 
 
-def score_entries(entries: Sequence[Entry], query: str) -> list[float]:
+def score_entries(entries: Sequence[Entry], query: str, stats: KeywordStats | None = None) -> list[float]:
     """Keyword score in [0, 1] of each entry for ``query`` (§4.1.3/§4.1.4).
 
     IDF and average field lengths are computed over all ``entries`` given, so pass
-    the user's whole collection (before filters), as the backends do.
+    the user's whole collection (before filters) — or, from a store that keeps
+    them (search/index.py), the collection's ``stats`` with just the entries that
+    hold a query term: the scores are the same.
     """
-    n = len(entries)
-    scores = [0.0] * n
+    scores = [0.0] * len(entries)
     query = _trim(query)
-    if not query or n == 0:
+    if not query or not entries:
         return scores
     q = _query_info(query)
 
@@ -221,8 +225,14 @@ def score_entries(entries: Sequence[Entry], query: str) -> list[float]:
         topic_stats(tp if type(tp) is tuple else tuple(tp)) if (tp := m.topics) else _EMPTY_STATS
         for m in memories
     ]
-    avg_content = max(sum([s.length for s in contents]) / n, 1.0)
-    avg_topics = max(sum([s.length for s in topics]) / n, 1.0)
+    if stats is None:
+        n = len(entries)
+        avg_content = max(sum([s.length for s in contents]) / n, 1.0)
+        avg_topics = max(sum([s.length for s in topics]) / n, 1.0)
+    else:
+        n = max(stats.count, 1)
+        avg_content = max(stats.content_length / n, 1.0)
+        avg_topics = max(stats.topic_length / n, 1.0)
 
     # Document frequency of each weighted query token (in the content or the topics).
     content_tfs = [s.tf for s in contents]
@@ -238,7 +248,7 @@ def score_entries(entries: Sequence[Entry], query: str) -> list[float]:
         hits = {i for i, tf in enumerate(content_tfs) if token in tf}
         if topic_tfs is not None:
             hits.update([i for i, tf in enumerate(topic_tfs) if token in tf])
-        df = len(hits)
+        df = len(hits) if stats is None or stats.df is None else stats.df.get(token, 0)
         idf = math.log1p((n - df + 0.5) / (df + 0.5))
         total_weight += weight
         total_idf_weight += weight * idf
@@ -344,10 +354,11 @@ def _stemmed_memory(text: str, topics: tuple[str, ...]) -> Any:
     return Memory(text=stem_text(text), topics=tuple(stem_text(t) for t in topics))
 
 
-def lexical_scores(entries: Sequence[Entry], query: str) -> list[float]:
-    """The keyword score (§4.1.3, in [0, 1]) of each entry over stemmed text."""
+def lexical_scores(entries: Sequence[Entry], query: str, stats: KeywordStats | None = None) -> list[float]:
+    """The keyword score (§4.1.3, in [0, 1]) of each entry over stemmed text
+    (``stats``: the collection's, in the stemmed space, as for score_entries)."""
     views = [_StemmedView(_stemmed_memory(e.memory.text, tuple(e.memory.topics or ()))) for e in entries]
-    return score_entries(views, stem_text(query))  # type: ignore[arg-type]
+    return score_entries(views, stem_text(query), stats)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------
@@ -358,6 +369,7 @@ def keyword_search(
     *,
     min_score: float = MIN_KEYWORD_SCORE,
     default_max: int = DEFAULT_MAX_RESULTS,
+    stats: KeywordStats | None = None,
 ) -> list[Entry]:
     """Rank ``entries`` (the user's whole active collection) for ``query``.
 
@@ -369,7 +381,7 @@ def keyword_search(
     limit = options.max_results if options.max_results > 0 else default_max
     threshold = options.similarity_threshold if options.similarity_threshold > 0 else min_score
 
-    scores = score_entries(entries, query)
+    scores = score_entries(entries, query, stats)
     if threshold > 0:
         candidates = [(s, e) for s, e in zip(scores, entries, strict=True) if s >= threshold]
     else:

@@ -1,0 +1,130 @@
+"""What a store keeps so keyword search need not read every memory (issue 12).
+
+Keyword scoring needs, for a query, the memories that hold one of its terms
+and three collection statistics: how many active memories the user has, their
+summed field lengths (for BM25's length norm) and each query term's document
+frequency (for IDF). A store with ``Capabilities.native_keyword_search`` keeps
+these up to date with every write, in the same transaction:
+
+* an inverted index: for each active memory, one posting per distinct term of
+  its :func:`index_record` (content and topics together: a term counts once
+  per memory, as the scorer's document frequency does);
+* per user, the active count and the four length sums of the records.
+
+Terms live in two spaces, each a prefix of the stored term: ``k:`` — the
+keyword mode's tokens (the reference's ranking, §4.1.2, on the raw text) —
+and ``s:`` — hybrid search's tokens over the stemmed text (search/keyword.py,
+``lexical_scores``). The tokenisation is the engine's, so every backend holds
+the same terms and ranks exactly like a scan of every memory: the scorer gets
+the same numbers from :class:`KeywordStats` that it would count itself.
+
+A query whose ranking needs every memory's text (no token at all: the
+reference's raw-substring fallback, e.g. ``C++``) has no terms
+(:func:`query_terms` returns None) and the store is scanned as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .keyword import _field_stats, _query_info, _stemmed_memory, _topic_stats_cached
+from .tokens import _trim, stem_text
+
+__all__ = [
+    "INDEX_VERSION",
+    "KEYWORD_SPACE",
+    "LEXICAL_SPACE",
+    "IndexRecord",
+    "KeywordStats",
+    "index_record",
+    "query_terms",
+]
+
+#: The space of keyword mode (raw tokens) and of hybrid search (stemmed tokens).
+KEYWORD_SPACE = "k"
+LEXICAL_SPACE = "s"
+SPACES = (KEYWORD_SPACE, LEXICAL_SPACE)
+#: Bumped when the tokenisation changes: stores rebuild their index on open.
+INDEX_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class IndexRecord:
+    """What one active memory adds to its user's index."""
+
+    #: Distinct terms of both spaces, each prefixed with its space ("k:cat", "s:cat").
+    terms: tuple[str, ...]
+    #: Content and topic lengths in each space: (k content, k topics, s content, s topics).
+    lengths: tuple[int, int, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class KeywordStats:
+    """One space's collection statistics, as the scorer needs them."""
+
+    #: Active memories of the user.
+    count: int
+    #: Summed content and topic field lengths over those memories.
+    content_length: int
+    topic_length: int
+    #: Memories holding each asked token (un-prefixed), in content or topics; None
+    #: when the candidates are every memory holding a query term (then the scorer
+    #: counts them among the candidates: the same numbers, no extra lookup).
+    df: Mapping[str, int] | None = None
+
+    @classmethod
+    def of(
+        cls, space: str, count: int, lengths: Iterable[int], df: Mapping[str, int] | None = None
+    ) -> KeywordStats:
+        """From a store's sums (the four of :class:`IndexRecord`) and, if it counted
+        them, its posting counts (prefixed terms) for ``space``."""
+        sums = list(lengths)
+        offset = 0 if space == KEYWORD_SPACE else 2
+        prefix = f"{space}:"
+        return cls(
+            count=int(count),
+            content_length=int(sums[offset]),
+            topic_length=int(sums[offset + 1]),
+            df=None
+            if df is None
+            else {term[len(prefix) :]: int(n) for term, n in df.items() if term.startswith(prefix)},
+        )
+
+
+def _field_terms(memory: Any) -> tuple[set[str], int, int]:
+    content = _field_stats(memory.text)
+    topics_tuple = tuple(memory.topics or ())
+    topics = _topic_stats_cached(topics_tuple) if topics_tuple else None
+    terms = set(content.tf)
+    topic_length = 0
+    if topics is not None:
+        terms.update(topics.tf)
+        topic_length = topics.length
+    return terms, content.length, topic_length
+
+
+def index_record(memory: Any) -> IndexRecord:
+    """The postings and lengths of one memory (its text and topics), both spaces."""
+    raw_terms, raw_content, raw_topics = _field_terms(memory)
+    stemmed = _stemmed_memory(memory.text, tuple(memory.topics or ()))
+    stem_terms, stem_content, stem_topics = _field_terms(stemmed)
+    terms = sorted(f"{KEYWORD_SPACE}:{t}" for t in raw_terms) + sorted(
+        f"{LEXICAL_SPACE}:{t}" for t in stem_terms
+    )
+    return IndexRecord(tuple(terms), (raw_content, raw_topics, stem_content, stem_topics))
+
+
+def query_terms(query: str, space: str) -> tuple[str, ...] | None:
+    """The prefixed terms a store looks up for ``query`` in ``space``; None when the
+    ranking needs a scan (no token to look up: the raw-substring fallback)."""
+    query = query or ""
+    # As the scorers read it: keyword_search trims the query, lexical_scores stems it first.
+    trimmed = _trim(query) if space == KEYWORD_SPACE else _trim(stem_text(query))
+    if not trimmed:
+        return None
+    info = _query_info(trimmed)
+    if not info.tokens:
+        return None
+    return tuple(f"{space}:{token}" for token in info.tokens)

@@ -1,0 +1,87 @@
+"""The SQL stores' keyword index (backends/sql_index.py) is built in place for a
+table made before it existed, and rebuilt when a writer that does not keep it
+(an older memchat) changed the table; until then searches scan, losing nothing."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from backends.sql_index import INDEX_META
+from memchat.engine import MemoryService, SearchOptions, UserKey
+from tests.conformance.harness import HARNESSES
+
+SQL_BACKENDS = ["sqlite", "sqlitevec", "mysql", "mysqlvec", "postgres", "pgvector"]
+KEY = UserKey("upgrade-app", "upgrade-user")
+TEXTS = ["Alice has a cat named Mochi", "Alice drinks green tea", "张三喜欢 Go 语言编程"]
+
+
+@pytest.fixture(params=SQL_BACKENDS)
+def harness(request: pytest.FixtureRequest, tmp_path):
+    return HARNESSES[request.param](tmp_path)
+
+
+async def _keyword(svc: MemoryService, query: str) -> list[str]:
+    found = await svc.search(KEY, query, SearchOptions(mode="keyword"))
+    return [e.memory.text for e in found]
+
+
+async def _postings(store) -> int:
+    async with store.engine.connect() as conn:
+        count = sa.select(sa.func.count()).select_from(store.keyword_index.terms)
+        return (await conn.execute(count)).scalar()
+
+
+async def test_a_table_made_before_the_index_is_indexed_on_open(harness) -> None:
+    svc = MemoryService(harness.make_store())
+    for text in TEXTS:
+        await svc.add(KEY, text)
+    store = svc.store
+    # What a table of the previous version looks like: no postings, no statistics, no version.
+    async with store.engine.begin() as conn:
+        await conn.execute(sa.delete(store.keyword_index.terms))
+        await conn.execute(sa.delete(store.keyword_index.stats))
+        meta = store.meta_table
+        await conn.execute(sa.delete(meta).where(meta.c.name == store._meta_name(INDEX_META)))
+    await svc.close()
+
+    reopened = MemoryService(harness.make_store())
+    try:
+        await reopened.open()
+        assert reopened.store._index_ready
+        assert await _postings(reopened.store) > 0
+        assert await _keyword(reopened, "cat") == ["Alice has a cat named Mochi"]
+        assert await _keyword(reopened, "编程") == ["张三喜欢 Go 语言编程"]
+        assert await reopened.store.read_meta(INDEX_META) == reopened.store.keyword_index.version()
+    finally:
+        await reopened.close()
+
+
+async def test_a_memory_written_without_the_index_is_found_after_the_next_open(harness) -> None:
+    svc = MemoryService(harness.make_store())
+    for text in TEXTS:
+        await svc.add(KEY, text)
+    store = svc.store
+    # An older memchat adds a row the way it did: the memories table only.
+    row = store._row((await svc.read(KEY))[0])
+    row.update(memory_id="f" * 64, memory="Alice plays the cello")
+    async with store.engine.begin() as conn:
+        await conn.execute(sa.insert(store.table).values(**row))
+    assert await _keyword(svc, "cello") == []  # this process's index does not know it
+    await svc.close()
+
+    reopened = MemoryService(harness.make_store())
+    try:
+        assert await _keyword(reopened, "cello") == ["Alice plays the cello"]
+        assert await _keyword(reopened, "cat") == ["Alice has a cat named Mochi"]
+        assert await reopened.count(KEY) == 4
+    finally:
+        await reopened.close()
+
+
+def test_long_terms_are_stored_shortened_and_distinct() -> None:
+    from backends.sql_index import MAX_TERM, term_key
+
+    a, b = "k:" + "x" * 300, "k:" + "x" * 299 + "y"
+    assert len(term_key(a)) <= MAX_TERM and len(term_key(b)) <= MAX_TERM
+    assert term_key(a) != term_key(b) and term_key("k:cat") == "k:cat"
