@@ -89,11 +89,19 @@ class UserMatrix:
         if not self.ids or k <= 0:
             return []
         sims = self.matrix @ query
-        k = min(int(k), len(self.ids))
-        best = np.argpartition(-sims, k - 1)[:k] if k < len(self.ids) else np.arange(len(self.ids))
-        best = best[np.lexsort((best, -sims[best]))]
         ids = self.ids
-        return [(ids[i], float(sims[i])) for i in best.tolist()]
+        k = min(int(k), len(ids))
+        if k < len(ids):
+            # Ties (equal vectors) go by ID, not by row: the rows' order depends on
+            # how the matrix was built (read at once, or updated write by write).
+            kth = sims[np.argpartition(-sims, k - 1)[:k]].min()
+            above = np.flatnonzero(sims > kth).tolist()
+            tied = sorted(np.flatnonzero(sims == kth).tolist(), key=ids.__getitem__)
+            best = above + tied[: k - len(above)]
+        else:
+            best = list(range(len(ids)))
+        best.sort(key=lambda i: (-sims[i], ids[i]))
+        return [(ids[i], float(sims[i])) for i in best]
 
 
 def _normalised(matrix: np.ndarray) -> np.ndarray:
@@ -123,6 +131,36 @@ class MatrixCache:
 
     def drop(self, key: Hashable) -> None:
         self._items.pop(key, None)
+
+    def advance(
+        self,
+        key: Hashable,
+        before: Any,
+        after: Any,
+        upserts: dict[str, np.ndarray],
+        removals: set[str],
+    ) -> None:
+        """A write section of this process took the user's vectors from signature
+        ``before`` to ``after`` by ``upserts`` (ID → new vector) and ``removals``:
+        a matrix cached at ``before`` is updated instead of read again. A matrix at
+        any other signature is left alone (every search checks it against the store)."""
+        cached = self._items.get(key)
+        if cached is None or cached[0] != before:
+            return
+        matrix = cached[1]
+        ids = list(matrix.ids)
+        rows = matrix.matrix
+        gone = removals | upserts.keys()
+        keep = [i for i, memory_id in enumerate(ids) if memory_id not in gone]
+        if len(keep) != len(ids):
+            rows = rows[keep]
+            ids = [ids[i] for i in keep]
+        added = [(memory_id, v) for memory_id, v in upserts.items() if memory_id not in removals]
+        if added:
+            new_rows = _normalised(np.stack([v for _, v in added]).astype(np.float32, copy=False))
+            rows = np.concatenate([rows, new_rows]) if len(rows) else new_rows
+            ids += [memory_id for memory_id, _ in added]
+        self._items[key] = (after, UserMatrix(ids, rows))
 
     def clear(self) -> None:
         self._items.clear()

@@ -36,6 +36,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from datetime import datetime
 from typing import Any, TypeVar
 
+import numpy as np
 import sqlalchemy as sa
 from sqlalchemy.dialects.mysql import MEDIUMTEXT
 from sqlalchemy.exc import SQLAlchemyError
@@ -171,6 +172,34 @@ def meta_table(metadata: sa.MetaData, *, schema: str | None = None, **table_opti
 class _SQLTransaction:
     def __init__(self, store: SQLStore, conn: AsyncConnection, key: UserKey) -> None:
         self._store, self._conn, self._key = store, conn, key
+        #: The user's (version, active) before the section's first write and after its last.
+        self._before: tuple[int, int] | None = None
+        self._after: tuple[int, int] | None = None
+        #: What the section did to the user's vectors, for the cached matrix.
+        self._upserts: dict[str, np.ndarray] = {}
+        self._removals: set[str] = set()
+        self._vectors_unknown = False
+
+    def _wrote(self, versions: tuple[tuple[int, int], tuple[int, int]]) -> None:
+        if self._before is None:
+            self._before = versions[0]
+        self._after = versions[1]
+
+    def advance_matrix(self) -> None:
+        """After the commit: bring this process's cached matrix of the user along."""
+        store, key = self._store, self._key
+        if self._before is None or self._after is None:
+            return
+        if self._vectors_unknown:
+            store._matrices.drop(key)
+            return
+        store._matrices.advance(
+            key,
+            store._matrix_signature(self._before),
+            store._matrix_signature(self._after),
+            self._upserts,
+            self._removals,
+        )
 
     async def get(self, memory_id: str) -> Entry | None:
         return await self._store._get(self._conn, self._key, memory_id)
@@ -185,18 +214,26 @@ class _SQLTransaction:
             if value is not None:
                 # Absent from the row, the stored embedding is kept on conflict.
                 row["embedding"] = value
-        store._matrices.drop(self._key)
         old = await self.get(entry.id)
         await self._conn.execute(store._upsert(row))
-        await store.keyword_index.replace(self._conn, self._key, entry.id, old, entry)
+        self._wrote(await store.keyword_index.replace(self._conn, self._key, entry.id, old, entry))
+        if entry.is_deleted:
+            self._removals.add(entry.id)
+            self._upserts.pop(entry.id, None)
+        elif vector is not None:
+            self._upserts[entry.id] = np.asarray(vector, dtype=np.float32).reshape(-1)
+            self._removals.discard(entry.id)
+        elif old is not None and old.is_deleted:
+            self._vectors_unknown = True  # a restore brings back a stored vector not in hand
 
     async def remove(self, memory_id: str) -> None:
         store = self._store
         t = store.table
-        store._matrices.drop(self._key)
         old = await self.get(memory_id)
         await self._conn.execute(sa.delete(t).where(store._scope(self._key), t.c.memory_id == memory_id))
-        await store.keyword_index.replace(self._conn, self._key, memory_id, old, None)
+        self._wrote(await store.keyword_index.replace(self._conn, self._key, memory_id, old, None))
+        self._removals.add(memory_id)
+        self._upserts.pop(memory_id, None)
 
     async def count_active(self) -> int:
         return await self._store._count(self._conn, self._key, include_deleted=False)
@@ -543,11 +580,20 @@ class SQLStore:
     # -- Store -----------------------------------------------------------
 
     async def atomic(self, key: UserKey, work: Callable[[_SQLTransaction], Awaitable[T]]) -> T:
+        attempts: list[_SQLTransaction] = []
+
         async def section(conn: AsyncConnection) -> T:
             await self._begin_user(conn, key)
-            return await work(_SQLTransaction(self, conn, key))
+            tx = _SQLTransaction(self, conn, key)
+            attempts.append(tx)
+            return await work(tx)
 
-        return await self._in_write_transaction("writing", section)
+        result = await self._in_write_transaction("writing", section)
+        attempts[-1].advance_matrix()  # the attempt that committed
+        return result
+
+    def _matrix_signature(self, version: tuple[int, int]) -> tuple[Any, ...]:
+        return (self.dimension, "version", *version)
 
     async def get(self, key: UserKey, memory_id: str) -> Entry | None:
         return await self._read("reading", lambda conn: self._get(conn, key, memory_id))
@@ -626,6 +672,9 @@ class SQLStore:
 
     async def _blob_candidates(self, conn: AsyncConnection, key: UserKey, query: Any, k: int) -> list[Entry]:
         t = self.table
+        if self._index_ready:  # the version the index keeps: one primary-key read
+            signature = self._matrix_signature(await self.keyword_index.signature(conn, key))
+            return await self._rank_blobs(conn, key, query, k, signature)
         signature = tuple(
             (
                 await conn.execute(
@@ -638,7 +687,12 @@ class SQLStore:
                 )
             ).one()
         )
-        signature = (self.dimension, *(int(v) for v in signature))
+        return await self._rank_blobs(conn, key, query, k, (self.dimension, *(int(v) for v in signature)))
+
+    async def _rank_blobs(
+        self, conn: AsyncConnection, key: UserKey, query: Any, k: int, signature: tuple[Any, ...]
+    ) -> list[Entry]:
+        t = self.table
         matrix = self._matrices.get(key, signature)
         if matrix is None:
             rows = (
@@ -702,7 +756,14 @@ class SQLStore:
         """Forget every stored vector (any user): the embedder changed."""
         t = self.table
         stmt = sa.update(t).where(t.c.embedding.is_not(None)).values(embedding=None)
-        await self._write_all("forgetting the old vectors", lambda conn: conn.execute(stmt))
+        stats = self.keyword_index.stats
+        bump = sa.update(stats).values(version=stats.c.version + 1)  # other processes' matrices too
+
+        async def forget(conn: AsyncConnection) -> None:
+            await conn.execute(stmt)
+            await conn.execute(bump)
+
+        await self._write_all("forgetting the old vectors", forget)
         self._matrices.clear()
 
     def _meta_name(self, name: str) -> str:

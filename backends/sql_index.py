@@ -85,6 +85,9 @@ class SQLKeywordIndex:
             sa.Column("user_id", sa.String(255), primary_key=True),
             sa.Column("active", sa.BigInteger, nullable=False),
             *(sa.Column(column, sa.BigInteger, nullable=False) for column in _LENGTHS),
+            # Bumped by every write of the user, in its transaction: what a cached
+            # vector matrix is checked against (one primary-key read, no scan).
+            sa.Column("version", sa.BigInteger, nullable=False),
             schema=schema,
             **table_options,
         )
@@ -96,12 +99,13 @@ class SQLKeywordIndex:
 
     async def replace(
         self, conn: AsyncConnection, key: UserKey, memory_id: str, old: Entry | None, new: Entry | None
-    ) -> None:
-        """The memory was ``old`` and is now ``new`` (None: gone; tombstones hold no postings)."""
+    ) -> tuple[tuple[int, int], tuple[int, int]]:
+        """The memory was ``old`` and is now ``new`` (None: gone; tombstones hold no
+        postings). Returns the user's (version, active count) before and after."""
         before = index_record(old.memory) if old is not None and not old.is_deleted else None
         after = index_record(new.memory) if new is not None and not new.is_deleted else None
         if before == after:
-            return
+            return await self._add_stats(conn, key, [0, 0, 0, 0, 0])
         if before is not None:
             await conn.execute(
                 sa.delete(self.terms).where(self._user(self.terms, key), self.terms.c.memory_id == memory_id)
@@ -119,33 +123,41 @@ class SQLKeywordIndex:
                 delta[0] += sign
                 for i, n in enumerate(record.lengths):
                     delta[i + 1] += sign * n
-        await self._add_stats(conn, key, delta)
+        return await self._add_stats(conn, key, delta)
 
-    async def _add_stats(self, conn: AsyncConnection, key: UserKey, delta: Sequence[int]) -> None:
-        if not any(delta):
-            return
+    async def _add_stats(
+        self, conn: AsyncConnection, key: UserKey, delta: Sequence[int], *, reset: bool = False
+    ) -> tuple[tuple[int, int], tuple[int, int]]:
+        """Add ``delta`` (active, four lengths) to the user's statistics (``reset``:
+        start from zero) and bump the version. Writers of a user are serialised, so
+        read-then-write is safe. Returns ((version, active) before, after)."""
         s = self.stats
         columns = ("active", *_LENGTHS)
-        result = await conn.execute(
-            sa.update(s)
-            .where(self._user(s, key))
-            .values({c: s.c[c] + d for c, d in zip(columns, delta, strict=True)})
-        )
-        if result.rowcount == 0:  # the user's first memory (writers of a user are serialised)
-            await conn.execute(
-                sa.insert(s).values(
-                    app_name=key.app, user_id=key.user, **dict(zip(columns, delta, strict=True))
-                )
-            )
+        row = (await conn.execute(sa.select(s).where(self._user(s, key)))).first()
+        old = [0] * 6 if row is None else [int(row._mapping[c]) for c in (*columns, "version")]
+        base = [0] * 5 if reset else old[:5]
+        values = {c: b + d for c, b, d in zip(columns, base, delta, strict=True)}
+        values["version"] = old[5] + 1
+        if row is None:
+            await conn.execute(sa.insert(s).values(app_name=key.app, user_id=key.user, **values))
+        else:
+            await conn.execute(sa.update(s).where(self._user(s, key)).values(values))
+        return (old[5], old[0]), (values["version"], values["active"])
 
     async def clear(self, conn: AsyncConnection, key: UserKey) -> None:
-        """The user has no active memory any more."""
+        """The user has no active memory any more (the version moves on)."""
         await conn.execute(sa.delete(self.terms).where(self._user(self.terms, key)))
-        await conn.execute(sa.delete(self.stats).where(self._user(self.stats, key)))
+        await self._add_stats(conn, key, [0, 0, 0, 0, 0], reset=True)
+
+    async def signature(self, conn: AsyncConnection, key: UserKey) -> tuple[int, int]:
+        """The user's (version, active count): changes with every write."""
+        s = self.stats
+        row = (await conn.execute(sa.select(s.c.version, s.c.active).where(self._user(s, key)))).first()
+        return (0, 0) if row is None else (int(row[0]), int(row[1]))
 
     async def rebuild_user(self, conn: AsyncConnection, key: UserKey, entries: Sequence[Entry]) -> None:
         """Index the user's active ``entries`` from scratch."""
-        await self.clear(conn, key)
+        await conn.execute(sa.delete(self.terms).where(self._user(self.terms, key)))
         rows: list[dict[str, str]] = []
         totals = [0, 0, 0, 0, 0]
         for entry in entries:
@@ -164,7 +176,7 @@ class SQLKeywordIndex:
                 rows = []
         if rows:
             await conn.execute(sa.insert(self.terms), rows)
-        await self._add_stats(conn, key, totals)
+        await self._add_stats(conn, key, totals, reset=True)
 
     # -- reads -------------------------------------------------------------
 
