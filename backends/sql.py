@@ -612,6 +612,12 @@ class SQLStore:
         return await self._read("reading", fetch)
 
     async def count(self, key: UserKey, *, include_deleted: bool = False) -> int:
+        if self._index_ready and not include_deleted:
+            # The index statistics' active count (one primary-key read; COUNT(*) reads every row).
+            async def active(conn: AsyncConnection) -> int:
+                return (await self.keyword_index.signature(conn, key))[1]
+
+            return await self._read("counting", active)
         return await self._read(
             "counting", lambda conn: self._count(conn, key, include_deleted=include_deleted)
         )
@@ -649,10 +655,18 @@ class SQLStore:
 
         async def fetch(conn: AsyncConnection) -> tuple[list[Entry], KeywordStats | None]:
             holders, stats = await self.keyword_index.lookup(conn, key, space, terms)
-            stmt = sa.select(*self._row_columns()).where(
-                self._scope(key), t.c.deleted_at.is_(None), t.c.memory_id.in_(holders)
-            )
-            return [self._entry(r) for r in (await conn.execute(stmt)).all()], stats
+            # Two steps, each on a primary key: a planner without table statistics
+            # (a freshly filled PostgreSQL table) once chose a nested loop over both
+            # tables for the one-statement semi-join and ran past the timeout.
+            ids = [row[0] for row in (await conn.execute(holders.distinct())).all()]
+            entries: list[Entry] = []
+            columns = self._row_columns()
+            for start in range(0, len(ids), 500):
+                stmt = sa.select(*columns).where(
+                    self._scope(key), t.c.deleted_at.is_(None), t.c.memory_id.in_(ids[start : start + 500])
+                )
+                entries.extend(self._entry(r) for r in (await conn.execute(stmt)).all())
+            return entries, stats
 
         return await self._read("searching", fetch)
 
