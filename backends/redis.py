@@ -371,6 +371,23 @@ class _RedisTransaction:
         terms = await self._pipe.hkeys(index_keys(self._keys.active).df)
         self._rebuild = (list(terms), await self.active_entries())
 
+    def matrix_changes(self) -> tuple[dict[str, Any], set[str]] | None:
+        """(ID → new vector, IDs gone) of the user's active vectors, or None when a
+        write brings back a vector not in hand (a restore without a new one)."""
+        import numpy as np
+
+        upserts: dict[str, Any] = {}
+        removals: set[str] = set()
+        for memory_id, entry in self._writes.items():
+            blob = self._vectors.get(memory_id)
+            if entry is None or entry.is_deleted:
+                removals.add(memory_id)
+            elif blob is not None:
+                upserts[memory_id] = np.frombuffer(blob, dtype="<f4")
+            elif not self._was_active.get(memory_id) and self._previous.get(memory_id) is not None:
+                return None
+        return upserts, removals
+
     def queue_writes(self, pipe: Any, index_changes: Sequence[tuple[str, Any, Any]] = ()) -> None:
         index = index_keys(self._keys.active)
         if self._rebuild is not None:
@@ -574,9 +591,30 @@ class RedisStore:
             lock = self._locks[key] = asyncio.Lock()
         async with bounded_lock(lock, self.timeout, "this user's other writes in this process"):
             try:
-                return await self._bounded("writing", lambda: self._section(client, key, keys, work))
-            finally:
+                result, tx, version = await self._bounded(
+                    "writing", lambda: self._section(client, key, keys, work)
+                )
+            except BaseException:
                 self._matrices.drop(key)
+                raise
+            self._advance_matrix(key, tx, version)
+            return result
+
+    def _advance_matrix(self, key: UserKey, tx: _RedisTransaction, version: Any) -> None:
+        """Bring this process's cached matrix of the user along a committed section
+        (its INCR made ``version``; WATCH guarantees ``version - 1`` was the state
+        before it), instead of reading every vector at the next search."""
+        if version is None:
+            return  # nothing written
+        changes = tx.matrix_changes()
+        if changes is None:
+            self._matrices.drop(key)
+            return
+        upserts, removals = changes
+        before = str(int(version) - 1) if int(version) > 1 else None
+        self._matrices.advance(
+            key, (self.dimension, before), (self.dimension, str(version)), upserts, removals
+        )
 
     async def _section(
         self,
@@ -584,7 +622,8 @@ class RedisStore:
         key: UserKey,
         keys: UserKeys,
         work: Callable[[_RedisTransaction], Awaitable[T]],
-    ) -> T:
+    ) -> tuple[T, _RedisTransaction, Any]:
+        """(the work's result, its transaction, the user's version after it or None)."""
         for attempt in range(MAX_ATTEMPTS):
             async with client.pipeline(transaction=True) as pipe:
                 try:
@@ -602,8 +641,9 @@ class RedisStore:
                     changes = await tx.index_changes()
                     pipe.multi()
                     tx.queue_writes(pipe, changes)
-                    await pipe.execute()
-                    return result
+                    replies = await pipe.execute()
+                    # queue_writes ends with the version's INCR whenever it wrote.
+                    return result, tx, (replies[-1] if tx._writes and replies else None)
                 except WatchError:
                     pass  # another client wrote this user: run the section again
                 except BaseException:

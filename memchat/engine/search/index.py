@@ -125,6 +125,6 @@ def query_terms(query: str, space: str) -> tuple[str, ...] | None:
     if not trimmed:
         return None
     info = _query_info(trimmed)
-    if not info.tokens:
+    if not info.tokens or info.raw_allowed:
         return None
     return tuple(f"{space}:{token}" for token in info.tokens)
