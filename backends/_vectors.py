@@ -132,6 +132,9 @@ class MatrixCache:
     def drop(self, key: Hashable) -> None:
         self._items.pop(key, None)
 
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._items
+
     def advance(
         self,
         key: Hashable,

@@ -179,8 +179,14 @@ class _SQLTransaction:
         self._upserts: dict[str, np.ndarray] = {}
         self._removals: set[str] = set()
         self._vectors_unknown = False
+        #: Rows as this section knows them (read, or written by it): a put needs the
+        #: entry it replaces, which the section has usually just read.
+        self._known: dict[str, Entry | None] = {}
 
-    def _wrote(self, versions: tuple[tuple[int, int], tuple[int, int]]) -> None:
+    def _wrote(self, versions: tuple[tuple[int, int], tuple[int, int]] | None) -> None:
+        if versions is None:  # no cached matrix to bring along: the versions were not read
+            self._vectors_unknown = True
+            return
         if self._before is None:
             self._before = versions[0]
         self._after = versions[1]
@@ -202,7 +208,9 @@ class _SQLTransaction:
         )
 
     async def get(self, memory_id: str) -> Entry | None:
-        return await self._store._get(self._conn, self._key, memory_id)
+        if memory_id not in self._known:
+            self._known[memory_id] = await self._store._get(self._conn, self._key, memory_id)
+        return self._known[memory_id]
 
     async def put(self, entry: Entry, vector: Sequence[float] | None = None) -> None:
         if entry.app != self._key.app or entry.user != self._key.user:
@@ -216,7 +224,12 @@ class _SQLTransaction:
                 row["embedding"] = value
         old = await self.get(entry.id)
         await self._conn.execute(store._upsert(row))
-        self._wrote(await store.keyword_index.replace(self._conn, self._key, entry.id, old, entry))
+        self._known[entry.id] = entry
+        self._wrote(
+            await store.keyword_index.replace(
+                self._conn, self._key, entry.id, old, entry, versions=self._key in store._matrices
+            )
+        )
         if entry.is_deleted:
             self._removals.add(entry.id)
             self._upserts.pop(entry.id, None)
@@ -231,7 +244,12 @@ class _SQLTransaction:
         t = store.table
         old = await self.get(memory_id)
         await self._conn.execute(sa.delete(t).where(store._scope(self._key), t.c.memory_id == memory_id))
-        self._wrote(await store.keyword_index.replace(self._conn, self._key, memory_id, old, None))
+        self._known[memory_id] = None
+        self._wrote(
+            await store.keyword_index.replace(
+                self._conn, self._key, memory_id, old, None, versions=self._key in store._matrices
+            )
+        )
         self._removals.add(memory_id)
         self._upserts.pop(memory_id, None)
 

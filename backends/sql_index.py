@@ -98,14 +98,22 @@ class SQLKeywordIndex:
     # -- writes ------------------------------------------------------------
 
     async def replace(
-        self, conn: AsyncConnection, key: UserKey, memory_id: str, old: Entry | None, new: Entry | None
-    ) -> tuple[tuple[int, int], tuple[int, int]]:
+        self,
+        conn: AsyncConnection,
+        key: UserKey,
+        memory_id: str,
+        old: Entry | None,
+        new: Entry | None,
+        *,
+        versions: bool = True,
+    ) -> tuple[tuple[int, int], tuple[int, int]] | None:
         """The memory was ``old`` and is now ``new`` (None: gone; tombstones hold no
-        postings). Returns the user's (version, active count) before and after."""
+        postings). Returns the user's (version, active count) before and after, or
+        None without ``versions`` (one statement fewer: nothing needs them)."""
         before = index_record(old.memory) if old is not None and not old.is_deleted else None
         after = index_record(new.memory) if new is not None and not new.is_deleted else None
         if before == after:
-            return await self._add_stats(conn, key, [0, 0, 0, 0, 0])
+            return await self._add_stats(conn, key, [0, 0, 0, 0, 0], versions=versions)
         if before is not None:
             await conn.execute(
                 sa.delete(self.terms).where(self._user(self.terms, key), self.terms.c.memory_id == memory_id)
@@ -123,16 +131,33 @@ class SQLKeywordIndex:
                 delta[0] += sign
                 for i, n in enumerate(record.lengths):
                     delta[i + 1] += sign * n
-        return await self._add_stats(conn, key, delta)
+        return await self._add_stats(conn, key, delta, versions=versions)
 
     async def _add_stats(
-        self, conn: AsyncConnection, key: UserKey, delta: Sequence[int], *, reset: bool = False
-    ) -> tuple[tuple[int, int], tuple[int, int]]:
+        self,
+        conn: AsyncConnection,
+        key: UserKey,
+        delta: Sequence[int],
+        *,
+        reset: bool = False,
+        versions: bool = True,
+    ) -> tuple[tuple[int, int], tuple[int, int]] | None:
         """Add ``delta`` (active, four lengths) to the user's statistics (``reset``:
         start from zero) and bump the version. Writers of a user are serialised, so
-        read-then-write is safe. Returns ((version, active) before, after)."""
+        read-then-write is safe. Returns ((version, active) before, after), or None
+        without ``versions`` (then one UPDATE, or an INSERT for a new user)."""
         s = self.stats
         columns = ("active", *_LENGTHS)
+        if not versions and not reset:
+            changes = {c: s.c[c] + d for c, d in zip(columns, delta, strict=True)}
+            changes["version"] = s.c.version + 1
+            result = await conn.execute(sa.update(s).where(self._user(s, key)).values(changes))
+            if result.rowcount == 0:  # the user's first write
+                values = dict(zip(columns, delta, strict=True))
+                await conn.execute(
+                    sa.insert(s).values(app_name=key.app, user_id=key.user, version=1, **values)
+                )
+            return None
         row = (await conn.execute(sa.select(s).where(self._user(s, key)))).first()
         old = [0] * 6 if row is None else [int(row._mapping[c]) for c in (*columns, "version")]
         base = [0] * 5 if reset else old[:5]
