@@ -11,12 +11,15 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
 from memchat.engine.model import Entry, UserKey
 from memchat.engine.search.index import KeywordStats
+
+if TYPE_CHECKING:
+    from memchat.engine.search.candidates import KeywordPlanner
 
 from ._keyword_index import UserKeywordIndex
 from ._ordering import newest_first
@@ -174,12 +177,12 @@ class InMemoryStore:
         return [e for e in self._users.get(key, {}).values() if not e.is_deleted]
 
     async def indexed_keyword_candidates(
-        self, key: UserKey, space: str, terms: Sequence[str]
+        self, key: UserKey, space: str, terms: Sequence[str], planner: KeywordPlanner | None = None
     ) -> tuple[list[Entry], KeywordStats]:
-        """The active memories holding one of ``terms`` and the user's statistics
-        (memchat/engine/search/index.py)."""
+        """The active memories holding one of ``terms`` (with a ``planner``, its
+        best-ranked ones) and the user's statistics (memchat/engine/search/index.py)."""
         index = self._index.get(key) or UserKeywordIndex()
-        ids, stats = index.lookup(space, terms)
+        ids, stats = index.lookup(space, terms, planner)
         rows = self._users.get(key, {})
         return [rows[i] for i in ids], stats
 

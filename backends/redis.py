@@ -737,11 +737,13 @@ class RedisStore:
         return await self._entries(key, include_deleted=False)
 
     async def indexed_keyword_candidates(
-        self, key: UserKey, space: str, terms: Sequence[str]
+        self, key: UserKey, space: str, terms: Sequence[str], planner: Any = None
     ) -> tuple[list[Entry], KeywordStats | None]:
         """The active memories holding one of ``terms`` and the user's statistics
         (redis_index.py); when the index does not match the memories, every
-        active memory and no statistics, and the index is rebuilt."""
+        active memory and no statistics, and the index is rebuilt. Every holder is
+        returned: the postings keep no term counts to rank them by (``planner``
+        is accepted and not used; search/candidates.py)."""
         keys = self.keys_for(key)
         index = index_keys(keys.active)
 

@@ -51,6 +51,7 @@ from memchat.engine.model import (
     from_micros,
     to_micros,
 )
+from memchat.engine.search.candidates import KeywordPlanner
 from memchat.engine.search.index import KeywordStats
 from memchat.engine.secrets import redact
 
@@ -663,20 +664,24 @@ class SQLStore:
         return await self.list(key)
 
     async def indexed_keyword_candidates(
-        self, key: UserKey, space: str, terms: Sequence[str]
+        self, key: UserKey, space: str, terms: Sequence[str], planner: KeywordPlanner | None = None
     ) -> tuple[list[Entry], KeywordStats | None]:
-        """The active memories holding one of ``terms`` and the user's statistics;
-        every active memory and no statistics while the index is being built."""
+        """The active memories holding one of ``terms`` (with a ``planner``, its
+        best-ranked ones: search/candidates.py) and the user's statistics; every
+        active memory and no statistics while the index is being built."""
         if not self._index_ready:
             return await self.list(key), None
         t = self.table
 
         async def fetch(conn: AsyncConnection) -> tuple[list[Entry], KeywordStats | None]:
-            holders, stats = await self.keyword_index.lookup(conn, key, space, terms)
+            holders, stats = await self.keyword_index.lookup(conn, key, space, terms, planner)
             # Two steps, each on a primary key: a planner without table statistics
             # (a freshly filled PostgreSQL table) once chose a nested loop over both
             # tables for the one-statement semi-join and ran past the timeout.
-            ids = [row[0] for row in (await conn.execute(holders.distinct())).all()]
+            if isinstance(holders, list):
+                ids = holders
+            else:
+                ids = [row[0] for row in (await conn.execute(holders)).all()]
             entries: list[Entry] = []
             columns = self._row_columns()
             for start in range(0, len(ids), 500):

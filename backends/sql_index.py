@@ -26,15 +26,18 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
 from memchat.engine.model import Entry, UserKey
-from memchat.engine.search.index import INDEX_VERSION, KeywordStats, index_record
+from memchat.engine.search.index import INDEX_VERSION, IndexRecord, KeywordStats, index_record
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
+
+    from memchat.engine.search.candidates import CandidatePlan, KeywordPlanner
 
 __all__ = ["INDEX_META", "SQLKeywordIndex"]
 
@@ -43,6 +46,22 @@ INDEX_META = "keyword_index"
 #: Longest term stored as itself; longer ones are stored as a prefix and a hash.
 MAX_TERM = 120
 _LENGTHS = ("k_content", "k_topics", "s_content", "s_topics")
+_POSTING_COUNTS = ("tf_content", "tf_topics", "content_length", "topic_length")
+
+
+def _posting_rows(key: UserKey, memory_id: str, record: IndexRecord) -> list[dict[str, Any]]:
+    rows: dict[str, dict[str, Any]] = {}
+    for term, *counts in record.postings():
+        stored = term_key(term)
+        if stored not in rows:
+            rows[stored] = {
+                "app_name": key.app,
+                "user_id": key.user,
+                "term": stored,
+                "memory_id": memory_id,
+                **dict(zip(_POSTING_COUNTS, counts, strict=True)),
+            }
+    return list(rows.values())
 
 
 def term_key(term: str) -> str:
@@ -67,15 +86,23 @@ class SQLKeywordIndex:
     ) -> None:
         self.table = table
         name = table.name
+        # "_postings" since index version 2 (the counts a store ranks by); the
+        # version-1 "_terms" table of an older memchat is left to it.
         self.terms = sa.Table(
-            short_identifier(f"{name}_terms"),
+            short_identifier(f"{name}_postings"),
             metadata,
             sa.Column("app_name", sa.String(255), primary_key=True),
             sa.Column("user_id", sa.String(255), primary_key=True),
             sa.Column("term", sa.String(128), primary_key=True),
             sa.Column("memory_id", sa.String(64), primary_key=True),
-            sa.Index(short_identifier(f"idx_{name}_terms_memory"), "app_name", "user_id", "memory_id"),
+            # The term's count in the content and the topics, and the memory's two
+            # lengths in the term's space: what BM25 needs to rank the holders.
+            *(sa.Column(c, sa.Integer, nullable=False) for c in _POSTING_COUNTS),
+            sa.Index(short_identifier(f"idx_{name}_postings_memory"), "app_name", "user_id", "memory_id"),
             schema=schema,
+            # SQLite: the rows live in the primary key's b-tree, so a term's postings
+            # are read with their counts in one range scan.
+            sqlite_with_rowid=False,
             **table_options,
         )
         self.stats = sa.Table(
@@ -119,10 +146,7 @@ class SQLKeywordIndex:
                 sa.delete(self.terms).where(self._user(self.terms, key), self.terms.c.memory_id == memory_id)
             )
         if after is not None:
-            rows = [
-                {"app_name": key.app, "user_id": key.user, "term": t, "memory_id": memory_id}
-                for t in dict.fromkeys(term_key(term) for term in after.terms)
-            ]
+            rows = _posting_rows(key, memory_id, after)
             if rows:  # a memory without a term ("0", "!!") still counts in the statistics
                 await conn.execute(sa.insert(self.terms), rows)
         delta = [0, 0, 0, 0, 0]
@@ -183,7 +207,7 @@ class SQLKeywordIndex:
     async def rebuild_user(self, conn: AsyncConnection, key: UserKey, entries: Sequence[Entry]) -> None:
         """Index the user's active ``entries`` from scratch."""
         await conn.execute(sa.delete(self.terms).where(self._user(self.terms, key)))
-        rows: list[dict[str, str]] = []
+        rows: list[dict[str, Any]] = []
         totals = [0, 0, 0, 0, 0]
         for entry in entries:
             if entry.is_deleted:
@@ -192,10 +216,7 @@ class SQLKeywordIndex:
             totals[0] += 1
             for i, n in enumerate(record.lengths):
                 totals[i + 1] += n
-            rows.extend(
-                {"app_name": key.app, "user_id": key.user, "term": t, "memory_id": entry.id}
-                for t in dict.fromkeys(term_key(term) for term in record.terms)
-            )
+            rows.extend(_posting_rows(key, entry.id, record))
             if len(rows) >= 5000:
                 await conn.execute(sa.insert(self.terms), rows)
                 rows = []
@@ -206,19 +227,93 @@ class SQLKeywordIndex:
     # -- reads -------------------------------------------------------------
 
     async def lookup(
-        self, conn: AsyncConnection, key: UserKey, space: str, terms: Sequence[str]
+        self,
+        conn: AsyncConnection,
+        key: UserKey,
+        space: str,
+        terms: Sequence[str],
+        planner: KeywordPlanner | None = None,
     ) -> tuple[Any, KeywordStats]:
-        """(a SELECT of the ``memory_id`` values holding one of ``terms``, the user's
-        statistics). Every holder is a candidate, so the scorer counts each term's
-        document frequency among the candidates itself."""
+        """(the ``memory_id`` values of the candidates — a SELECT, or a list when
+        ranked —, the user's statistics). Without a ``planner`` every holder of a
+        term is a candidate and the scorer counts document frequencies itself; with
+        one, the statistics carry them and only the best-ranked holders come back."""
         t, s = self.terms, self.stats
         row = (await conn.execute(sa.select(s).where(self._user(s, key)))).first()
         count, lengths = 0, [0, 0, 0, 0]
         if row is not None:
             count, lengths = row.active, [row._mapping[c] for c in _LENGTHS]
-        stored = list(dict.fromkeys(term_key(term) for term in terms))
-        holders = sa.select(t.c.memory_id).where(self._user(t, key), t.c.term.in_(stored))
-        return holders, KeywordStats.of(space, count, lengths)
+        stored = {term: term_key(term) for term in terms}
+        wanted = list(dict.fromkeys(stored.values()))
+        holders = sa.select(t.c.memory_id).where(self._user(t, key), t.c.term.in_(wanted))
+        if planner is None:
+            return holders.distinct(), KeywordStats.of(space, count, lengths)
+        counted = sa.select(t.c.term, sa.func.count()).where(self._user(t, key), t.c.term.in_(wanted))
+        df_stored = dict((await conn.execute(counted.group_by(t.c.term))).all())
+        df = {term: int(df_stored.get(key_, 0)) for term, key_ in stored.items()}
+        stats = KeywordStats.of(space, count, lengths, df)
+        plan = planner.plan(stats, stored)
+        if plan.min_rank < 0 and plan.limit is not None and sum(df_stored.values()) <= plan.limit:
+            return holders.distinct(), stats  # no more postings than candidates wanted
+        ranked = self._ranked(key, plan)
+        pairs = [(r[0], float(r[1])) for r in (await conn.execute(ranked)).all()]
+        cutoff = pairs[-1][1] if plan.limit is not None and len(pairs) >= plan.limit else None
+        return [memory_id for memory_id, _ in pairs], replace(stats, rank_cutoff=cutoff)
+
+    def _ranked(self, key: UserKey, plan: CandidatePlan) -> sa.Select[Any]:
+        """The holders' IDs and ranks (CandidatePlan.rank, in SQL), best first."""
+        t = self.terms
+        terms = list(plan.weights)
+
+        def per_term(index: int) -> sa.ColumnElement[Any]:
+            return sa.case(
+                *((t.c.term == term, sa.literal(plan.weights[term][index], sa.Float)) for term in terms),
+                else_=sa.literal(0.0, sa.Float),
+            )
+
+        def saturation(tf: Any, length: Any, average: float) -> sa.ColumnElement[Any]:
+            tf = sa.cast(tf, sa.Float)
+            norm = plan.k1 * plan.one_minus_b + (plan.k1 * plan.b / average) * sa.cast(length, sa.Float)
+            return tf * plan.k1_plus_1 / (tf + norm)
+
+        weight_idf = per_term(1)
+        sums = (
+            sa.select(
+                t.c.memory_id,
+                sa.func.sum(per_term(0)).label("matched"),
+                sa.func.sum(weight_idf).label("matched_idf"),
+                sa.func.sum(
+                    weight_idf
+                    * (
+                        saturation(t.c.tf_content, t.c.content_length, plan.avg_content)
+                        + plan.topic_weight * saturation(t.c.tf_topics, t.c.topic_length, plan.avg_topics)
+                    )
+                ).label("raw"),
+            )
+            .where(self._user(t, key), t.c.term.in_(terms))
+            .group_by(t.c.memory_id)
+            .subquery("sums")
+        )
+        matched, matched_idf, raw = sums.c.matched, sums.c.matched_idf, sums.c.raw
+        if plan.total_weight <= 2.0:
+            coverage: Any = matched / max(plan.total_weight, 1.0)
+        else:
+            coverage = sa.case(
+                (matched <= 1.0, 0.5 * matched),
+                else_=0.5 + (0.5 / (plan.total_weight - 1.0)) * (matched - 1.0),
+            )
+        potential = matched_idf * plan.k1_plus_1
+        strength = sa.case((raw >= potential, sa.literal(1.0, sa.Float)), else_=raw / potential)
+        rank = (
+            plan.coverage_weight * coverage
+            + (plan.rarity_weight / plan.rarity_norm) * matched_idf
+            + plan.strength_weight * strength
+        )
+        stmt = sa.select(sums.c.memory_id, rank.label("keyword_rank")).where(matched_idf > 0)
+        if plan.min_rank >= 0:
+            stmt = stmt.where(rank >= plan.min_rank)
+        stmt = stmt.order_by(sa.desc("keyword_rank"), sums.c.memory_id)
+        return stmt if plan.limit is None else stmt.limit(plan.limit)
 
     async def active_counts_match(self, conn: AsyncConnection) -> bool:
         """Whether the recorded active counts add up to the table's (a writer that

@@ -35,6 +35,7 @@ from .model import (
     UpdateResult,
     UserKey,
 )
+from .search.candidates import KEYWORD_CANDIDATES, KeywordPlanner
 from .search.index import KEYWORD_SPACE, LEXICAL_SPACE, KeywordStats, query_terms
 from .validation import MAX_KIND_LENGTH, MAX_LOCATION_LENGTH, MAX_TOPIC_LENGTH, MAX_TOPICS
 from .vectors import NO_EMBEDDER, EmbeddingProgress, ProgressCallback, prepare_vectors
@@ -484,23 +485,49 @@ class MemoryService:
             if mode == SEARCH_SEMANTIC:
                 return await self._semantic_search(key, query, options)
             return await self._hybrid_search(key, query, options)
-        candidates, stats = await self._keyword_candidates(key, query, KEYWORD_SPACE)
+        candidates, stats = await self._keyword_candidates(
+            key, query, KEYWORD_SPACE, self._keyword_depth(options)
+        )
         return keyword.keyword_search(
             candidates, query, options, min_score=self.min_score, default_max=self.max_results, stats=stats
         )
 
     async def _keyword_candidates(
-        self, key: UserKey, query: str, space: str
+        self, key: UserKey, query: str, space: str, depth: int | None = None
     ) -> tuple[list[Entry], KeywordStats | None]:
         """What keyword scoring reads: from a store that keeps an inverted index
         (search/index.py), the memories holding a query term and the collection's
-        statistics; from the others, every active memory (the scorer counts)."""
+        statistics; from the others, every active memory (the scorer counts).
+
+        ``depth``: the caller ranks only the best ``depth`` (None: all of them), so
+        the store may return just its best-ranked holders (search/candidates.py);
+        when those cannot be shown to hold the true best ``depth``, it is asked again
+        for every holder that still could."""
         store = self.store
         if store.capabilities.native_keyword_search:
             terms = query_terms(query, space)
             if terms is not None:
-                return await store.indexed_keyword_candidates(key, space, terms)  # type: ignore[attr-defined]
+                if depth is None:
+                    return await store.indexed_keyword_candidates(key, space, terms)  # type: ignore[attr-defined]
+                planner = KeywordPlanner(query, space, max(KEYWORD_CANDIDATES, depth))
+                found, stats = await store.indexed_keyword_candidates(key, space, terms, planner)  # type: ignore[attr-defined]
+                if stats is not None and stats.rank_cutoff is not None:
+                    scorer = keyword.score_entries if space == KEYWORD_SPACE else keyword.lexical_scores
+                    scores = scorer(found, query, stats)
+                    if not planner.complete(scores, stats, depth):
+                        wider = planner.below(scores, depth)
+                        found, stats = await store.indexed_keyword_candidates(key, space, terms, wider)  # type: ignore[attr-defined]
+                return found, stats
         return await store.keyword_candidates(key, query), None
+
+    def _keyword_depth(self, options: SearchOptions) -> int | None:
+        """How many of keyword search's best candidates decide its results (None: all,
+        when filters or the event-time order may reach past any fixed number)."""
+        limit = options.max_results if options.max_results > 0 else self.max_results
+        if limit <= 0 or self._filtered(options) or options.order_by_event_time:
+            return None
+        # Near-duplicates are dropped after ranking: keep room for them.
+        return 3 * limit if options.deduplicate else limit
 
     async def vector_search(
         self, key: UserKey, query: str, options: SearchOptions | None = None
@@ -584,7 +611,10 @@ class MemoryService:
         # The query's embedding (model work in a thread) and the keyword candidates
         # (store I/O) do not depend on each other: one waits while the other runs.
         vector, (keyword_entries, keyword_stats) = await asyncio.gather(
-            self._query_vector(query), self._keyword_candidates(key, query, LEXICAL_SPACE)
+            self._query_vector(query),
+            self._keyword_candidates(
+                key, query, LEXICAL_SPACE, None if self._filtered(options) else keyword.HYBRID_RERANK_DEPTH
+            ),
         )
         dense = await self._dense_candidates(key, vector, options)
         depth = self._dense_depth(options)

@@ -296,9 +296,18 @@ class HybridRanking:
 
         self.entries: dict[str, Entry] = {e.id: e for e in dense_entries if e.id}
         self.keyword: dict[str, float] = {}
-        if query and keyword_entries:
-            scores = lexical_scores(keyword_entries, query, keyword_stats)
-            for entry, score in zip(keyword_entries, scores, strict=True):
+        scored = list(keyword_entries)
+        if keyword_stats is not None and keyword_stats.df is not None:
+            # The collection's document frequencies are known: a dense candidate the
+            # store did not rank among its best keyword holders gets its keyword score too.
+            listed = {e.id for e in scored}
+            for entry in dense_entries:
+                if entry.id and entry.id not in listed:
+                    listed.add(entry.id)
+                    scored.append(entry)
+        if query and scored:
+            scores = lexical_scores(scored, query, keyword_stats)
+            for entry, score in zip(scored, scores, strict=True):
                 if score > 0:
                     self.keyword[entry.id] = score
                     self.entries.setdefault(entry.id, entry)

@@ -47,7 +47,7 @@ KEYWORD_SPACE = "k"
 LEXICAL_SPACE = "s"
 SPACES = (KEYWORD_SPACE, LEXICAL_SPACE)
 #: Bumped when the tokenisation changes: stores rebuild their index on open.
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +58,21 @@ class IndexRecord:
     terms: tuple[str, ...]
     #: Content and topic lengths in each space: (k content, k topics, s content, s topics).
     lengths: tuple[int, int, int, int]
+    #: For each of ``terms``: its count in the content and in the topics (BM25's tf),
+    #: which with the lengths lets a store rank its candidates (search/candidates.py).
+    counts: tuple[tuple[int, int], ...] = ()
+
+    def postings(self) -> list[tuple[str, int, int, int, int]]:
+        """(term, content tf, topic tf, content length, topic length) per term, the
+        lengths of the term's own space."""
+        k_content, k_topics, s_content, s_topics = self.lengths
+        rows = []
+        for term, (tf_content, tf_topics) in zip(self.terms, self.counts, strict=True):
+            if term.startswith(f"{KEYWORD_SPACE}:"):
+                rows.append((term, tf_content, tf_topics, k_content, k_topics))
+            else:
+                rows.append((term, tf_content, tf_topics, s_content, s_topics))
+        return rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +88,10 @@ class KeywordStats:
     #: when the candidates are every memory holding a query term (then the scorer
     #: counts them among the candidates: the same numbers, no extra lookup).
     df: Mapping[str, int] | None = None
+    #: When the store returned only the best-ranked holders of a query term
+    #: (search/candidates.py): the rank of the last one returned, which no
+    #: holder left out exceeds. None: every holder is among the candidates.
+    rank_cutoff: float | None = None
 
     @classmethod
     def of(
@@ -93,16 +112,18 @@ class KeywordStats:
         )
 
 
-def _field_terms(memory: Any) -> tuple[set[str], int, int]:
+def _field_terms(memory: Any) -> tuple[dict[str, tuple[int, int]], int, int]:
+    """Each term of the memory with its (content tf, topic tf), and the two lengths."""
     content = _field_stats(memory.text)
     topics_tuple = tuple(memory.topics or ())
     topics = _topic_stats_cached(topics_tuple) if topics_tuple else None
-    terms = set(content.tf)
+    counts = {term: (tf, 0) for term, tf in content.tf.items()}
     topic_length = 0
     if topics is not None:
-        terms.update(topics.tf)
+        for term, tf in topics.tf.items():
+            counts[term] = (counts.get(term, (0, 0))[0], tf)
         topic_length = topics.length
-    return terms, content.length, topic_length
+    return counts, content.length, topic_length
 
 
 def index_record(memory: Any) -> IndexRecord:
@@ -110,10 +131,14 @@ def index_record(memory: Any) -> IndexRecord:
     raw_terms, raw_content, raw_topics = _field_terms(memory)
     stemmed = _stemmed_memory(memory.text, tuple(memory.topics or ()))
     stem_terms, stem_content, stem_topics = _field_terms(stemmed)
-    terms = sorted(f"{KEYWORD_SPACE}:{t}" for t in raw_terms) + sorted(
-        f"{LEXICAL_SPACE}:{t}" for t in stem_terms
+    postings = sorted((f"{KEYWORD_SPACE}:{t}", n) for t, n in raw_terms.items()) + sorted(
+        (f"{LEXICAL_SPACE}:{t}", n) for t, n in stem_terms.items()
     )
-    return IndexRecord(tuple(terms), (raw_content, raw_topics, stem_content, stem_topics))
+    return IndexRecord(
+        tuple(t for t, _ in postings),
+        (raw_content, raw_topics, stem_content, stem_topics),
+        tuple(n for _, n in postings),
+    )
 
 
 def query_terms(query: str, space: str) -> tuple[str, ...] | None:

@@ -1,0 +1,183 @@
+"""A bounded set of keyword candidates, chosen in the store (issue 12).
+
+A common query word ("my", "like") is held by most of a user's memories, and
+scoring every holder in Python grows with the collection. So a store with an
+inverted index ranks the holders itself, by the keyword score without its
+ordered-phrase bonus, and returns the best few hundred; the engine's scorer
+(keyword.py) then ranks those exactly.
+
+The keyword score of a memory (keyword.py, ``score_entries``) is
+
+    0.40 · coverage(matched weight) + 0.25 · matched idf / rarity norm
+        + 0.25 · strength + 0.10 · ordered phrase
+
+and everything but the phrase term is a function of the memory's postings
+(which query terms it holds, their term counts, its field lengths) and of the
+collection's statistics. :class:`CandidatePlan` holds those numbers for one
+query; :meth:`CandidatePlan.rank` is that function (what the stores compute in
+SQL or in Python). Since the phrase term adds at most 0.10, a memory left out
+scores at most ``cutoff + 0.10``: when the k-th best candidate already scores
+above that (or the query cannot earn the bonus), the top k is exact; otherwise
+the engine asks again for every holder ranked above ``k-th best − 0.10``
+(:meth:`KeywordPlanner.below`). The ranking so never changes; only the work does.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from .index import KEYWORD_SPACE, KeywordStats
+from .keyword import (
+    _BM25_B,
+    _BM25_K1,
+    _BM25_K1_PLUS_1,
+    _BM25_ONE_MINUS_B,
+    _COVERAGE_WEIGHT,
+    _PHRASE_WEIGHT,
+    _RARITY_WEIGHT,
+    _STRENGTH_WEIGHT,
+    _TOPIC_FIELD_WEIGHT,
+    _query_info,
+)
+from .tokens import _trim, stem_text
+
+__all__ = ["KEYWORD_CANDIDATES", "CandidatePlan", "KeywordPlanner"]
+
+#: How many ranked holders a store returns for one query (the engine needs the
+#: best ``max_results`` for keyword search and the best 100 for hybrid re-ranking).
+KEYWORD_CANDIDATES = 300
+
+
+@dataclass(frozen=True, slots=True)
+class CandidatePlan:
+    """What a store needs to rank the holders of a query's terms."""
+
+    #: Stored (prefixed) term -> (query weight, query weight x idf).
+    weights: Mapping[str, tuple[float, float]]
+    #: Summed weight of all the query's tokens (coverage's denominator).
+    total_weight: float
+    #: max(summed weight x idf of all the query's tokens, 1) (rarity's denominator).
+    rarity_norm: float
+    #: Average content and topic lengths over the user's active memories.
+    avg_content: float
+    avg_topics: float
+    #: Return at most this many holders (None: every holder ranked >= ``min_rank``).
+    limit: int | None
+    #: Leave out holders ranked below this.
+    min_rank: float = -1.0
+
+    # The constants of the formula, for stores that write it in their own language.
+    k1: float = _BM25_K1
+    b: float = _BM25_B
+    one_minus_b: float = _BM25_ONE_MINUS_B
+    k1_plus_1: float = _BM25_K1_PLUS_1
+    topic_weight: float = _TOPIC_FIELD_WEIGHT
+    coverage_weight: float = _COVERAGE_WEIGHT
+    rarity_weight: float = _RARITY_WEIGHT
+    strength_weight: float = _STRENGTH_WEIGHT
+
+    def coverage(self, matched: float) -> float:
+        """keyword.py's ``_coverage`` (piecewise linear for a fixed total)."""
+        total = self.total_weight
+        if total <= 2.0:
+            return matched / max(total, 1.0)
+        return 0.5 * matched if matched <= 1.0 else 0.5 + 0.5 * (matched - 1.0) / (total - 1.0)
+
+    def saturation(self, tf: int, length: int, average: float) -> float:
+        """BM25's term-frequency saturation of one field (0 when the field lacks the term)."""
+        return tf * self.k1_plus_1 / (tf + self.k1 * (self.one_minus_b + self.b * length / average))
+
+    def rank(self, postings: Iterable[tuple[str, int, int, int, int]]) -> float:
+        """The keyword score without the phrase term, from one memory's postings of
+        the query's terms: (stored term, content tf, topic tf, content length, topic length)."""
+        matched = matched_idf = raw = 0.0
+        for term, tf_content, tf_topics, content_length, topic_length in postings:
+            weight, weighted_idf = self.weights[term]
+            matched += weight
+            matched_idf += weighted_idf
+            raw += weighted_idf * (
+                self.saturation(tf_content, content_length, self.avg_content)
+                + self.topic_weight * self.saturation(tf_topics, topic_length, self.avg_topics)
+            )
+        if not matched:
+            return 0.0
+        strength = min(raw / (matched_idf * self.k1_plus_1), 1.0)
+        return min(
+            self.coverage_weight * self.coverage(matched)
+            + self.rarity_weight * matched_idf / self.rarity_norm
+            + self.strength_weight * strength,
+            1.0,
+        )
+
+    def best(self, ranks: Iterable[tuple[str, float]]) -> tuple[list[str], float | None]:
+        """The memory IDs a store returns from (ID, rank) pairs, and the cutoff
+        (None when none was left out)."""
+        kept = [(rank, memory_id) for memory_id, rank in ranks if rank >= self.min_rank]
+        if self.limit is None or len(kept) <= self.limit:
+            return [memory_id for _, memory_id in kept], None
+        top = heapq.nsmallest(self.limit, kept, key=lambda pair: (-pair[0], pair[1]))
+        return [memory_id for _, memory_id in top], top[-1][0]
+
+
+class KeywordPlanner:
+    """Makes the :class:`CandidatePlan` of one query once a store knows its
+    statistics (the document frequencies of the query's terms among them)."""
+
+    def __init__(self, query: str, space: str, limit: int | None = KEYWORD_CANDIDATES) -> None:
+        # The query as the space's scorer reads it (keyword_search / lexical_scores).
+        text = _trim(query) if space == KEYWORD_SPACE else _trim(stem_text(query))
+        info = _query_info(text)
+        self.space = space
+        self.tokens = tuple(zip(info.tokens, info.weights, strict=True))
+        self.phrase_bonus = _PHRASE_WEIGHT if len(info.primary) >= 2 else 0.0
+        self.limit = limit
+        self.min_rank = -1.0
+
+    def plan(self, stats: KeywordStats, stored: Mapping[str, str] | None = None) -> CandidatePlan:
+        """The plan for ``stats`` (with ``df`` of the query's tokens). ``stored``
+        maps a prefixed term to the form the store keeps it in (long terms)."""
+        n = max(stats.count, 1)
+        df = stats.df or {}
+        weights: dict[str, tuple[float, float]] = {}
+        total = total_idf = 0.0
+        for token, weight in self.tokens:
+            idf = math.log1p((n - df.get(token, 0) + 0.5) / (df.get(token, 0) + 0.5))
+            total += weight
+            total_idf += weight * idf
+            term = f"{self.space}:{token}"
+            weights[stored.get(term, term) if stored else term] = (weight, weight * idf)
+        return CandidatePlan(
+            weights=weights,
+            total_weight=total,
+            rarity_norm=max(total_idf, 1.0),
+            avg_content=max(stats.content_length / n, 1.0),
+            avg_topics=max(stats.topic_length / n, 1.0),
+            limit=self.limit,
+            min_rank=self.min_rank,
+        )
+
+    def complete(self, scores: Sequence[float], stats: KeywordStats | None, depth: int) -> bool:
+        """Whether candidates with these exact ``scores``, cut at ``stats.rank_cutoff``,
+        hold the true best ``depth``: nothing left out can beat the depth-th best."""
+        if stats is None or stats.rank_cutoff is None:
+            return True
+        ordered = sorted(scores, reverse=True)
+        if len(ordered) < depth:
+            return False
+        # A holder left out ranks at most the cutoff and scores at most that plus the
+        # phrase bonus. Strictly above (beyond the store's float rounding): a holder
+        # left out with an equal score may win the tie (results.py breaks ties by age).
+        return ordered[depth - 1] > stats.rank_cutoff + self.phrase_bonus + 1e-9
+
+    def below(self, scores: Sequence[float], depth: int) -> KeywordPlanner:
+        """A planner for every holder that could still beat the depth-th best of ``scores``."""
+        ordered = sorted(scores, reverse=True)
+        floor = ordered[depth - 1] if len(ordered) >= depth else 0.0
+        wider = KeywordPlanner.__new__(KeywordPlanner)
+        wider.space, wider.tokens, wider.phrase_bonus = self.space, self.tokens, self.phrase_bonus
+        wider.limit = None
+        wider.min_rank = floor - self.phrase_bonus - 1e-9
+        return wider

@@ -1,0 +1,86 @@
+"""A store that ranks its keyword candidates (search/candidates.py) returns the
+holders the engine's formula ranks best, and search results do not change when
+the store returns only a few of them (issue 12: bounded candidates, the ranking
+unchanged).
+
+Backends whose index keeps no term counts (Redis) or that have no index
+(Chroma) return every holder; the search checks hold for them all the same.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from memchat.engine import SearchOptions, UserKey
+from memchat.engine.search import keyword_search
+from memchat.engine.search.candidates import KeywordPlanner
+from memchat.engine.search.index import KEYWORD_SPACE, LEXICAL_SPACE, KeywordStats, index_record, query_terms
+
+KEY = UserKey("test-app", "candidates-user")
+SUBJECTS = ["tea", "coffee", "the piano", "chess", "Berlin", "my sister", "running", "jazz"]
+EXTRAS = ["", " every morning", " with my sister and my brother", " on Sundays, tea in hand", " a lot"]
+TEXTS = [
+    f"I like {SUBJECTS[i % len(SUBJECTS)]}{EXTRAS[(i // 3) % len(EXTRAS)]}{' and tea' * (i % 4 == 0)} #{i}"
+    for i in range(32)
+]
+QUERIES = [
+    "tea",
+    "I like tea",
+    "my sister",
+    "like piano with brother",
+    "tea every morning",
+    "Sundays tea jazz",
+    "coffee chess Berlin running",
+]
+
+
+def _python_ranks(entries, query: str, space: str, stats: KeywordStats) -> dict[str, float]:
+    """CandidatePlan.rank of every holder, from the memories themselves."""
+    plan = KeywordPlanner(query, space, limit=None).plan(stats)
+    ranks = {}
+    for entry in entries:
+        rows = [p for p in index_record(entry.memory).postings() if p[0] in plan.weights]
+        if rows:
+            ranks[entry.id] = plan.rank(rows)
+    return ranks
+
+
+async def test_the_store_returns_the_best_ranked_holders(make_service) -> None:
+    svc = make_service()
+    store = svc.store
+    for text in TEXTS:
+        await svc.add(KEY, text, topics=["drinks"] if "tea" in text else None)
+    if not store.capabilities.native_keyword_search:
+        return  # no keyword index (declared): every memory is a candidate
+    everything = await store.list(KEY)
+    for space in (KEYWORD_SPACE, LEXICAL_SPACE):
+        for query in QUERIES:
+            terms = query_terms(query, space)
+            found, stats = await store.indexed_keyword_candidates(KEY, space, terms, KeywordPlanner(query, space, 5))
+            assert stats is not None
+            if stats.rank_cutoff is None:
+                assert store.name == "redis", "only Redis returns every holder"
+                continue
+            assert stats.df is not None
+            ranks = _python_ranks(everything, query, space, stats)
+            best = sorted(ranks, key=lambda i: (-ranks[i], i))[:5]
+            assert len(found) == 5, (space, query)
+            assert {e.id for e in found} == set(best), (space, query)
+            assert stats.rank_cutoff == pytest.approx(ranks[best[-1]], abs=1e-9)
+
+
+async def test_search_results_do_not_change_when_the_store_returns_few_candidates(
+    make_service, monkeypatch
+) -> None:
+    import memchat.engine.service as service_module
+
+    svc = make_service()
+    for text in TEXTS:
+        await svc.add(KEY, text)
+    everything = await svc.store.list(KEY)
+    monkeypatch.setattr(service_module, "KEYWORD_CANDIDATES", 2)  # fewer than the results asked for
+    for query, limit in zip(QUERIES, [3, 10, 4, 10, 3, 10, 5], strict=True):
+        options = SearchOptions(mode="keyword", max_results=limit)
+        found = await svc.search(KEY, query, options)
+        scanned = keyword_search(everything, query, options)
+        assert [(e.id, round(e.score, 9)) for e in found] == [(e.id, round(e.score, 9)) for e in scanned], query
