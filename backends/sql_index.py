@@ -289,6 +289,9 @@ class SQLKeywordIndex:
                         + plan.topic_weight * saturation(t.c.tf_topics, t.c.topic_length, plan.avg_topics)
                     )
                 ).label("raw"),
+                sa.func.sum(sa.case((t.c.term.in_(list(plan.phrase_terms) or [""]), 1), else_=0)).label(
+                    "phrase_held"
+                ),
             )
             .where(self._user(t, key), t.c.term.in_(terms))
             .group_by(t.c.memory_id)
@@ -304,11 +307,15 @@ class SQLKeywordIndex:
             )
         potential = matched_idf * plan.k1_plus_1
         strength = sa.case((raw >= potential, sa.literal(1.0, sa.Float)), else_=raw / potential)
-        rank = (
+        bound = (
             plan.coverage_weight * coverage
             + (plan.rarity_weight / plan.rarity_norm) * matched_idf
             + plan.strength_weight * strength
         )
+        if plan.phrase_terms:
+            bonus = sa.case((sums.c.phrase_held == len(plan.phrase_terms), plan.phrase_bonus), else_=0.0)
+            bound = bound + bonus
+        rank = sa.case((bound >= 1.0, sa.literal(1.0, sa.Float)), else_=bound)
         stmt = sa.select(sums.c.memory_id, rank.label("keyword_rank")).where(matched_idf > 0)
         if plan.min_rank >= 0:
             stmt = stmt.where(rank >= plan.min_rank)

@@ -520,6 +520,14 @@ class MemoryService:
                 return found, stats
         return await store.keyword_candidates(key, query), None
 
+    def _hybrid_keyword_depth(self, query: str, options: SearchOptions) -> int | None:
+        """How many of the best keyword candidates hybrid search needs: those it may
+        re-rank, unless filters, or a date in the query (which lifts every memory of
+        that period whatever its keyword rank), can reach past any fixed number."""
+        if self._filtered(options) or keyword.query_periods(query):
+            return None
+        return keyword.HYBRID_RERANK_DEPTH
+
     def _keyword_depth(self, options: SearchOptions) -> int | None:
         """How many of keyword search's best candidates decide its results (None: all,
         when filters or the event-time order may reach past any fixed number)."""
@@ -612,9 +620,7 @@ class MemoryService:
         # (store I/O) do not depend on each other: one waits while the other runs.
         vector, (keyword_entries, keyword_stats) = await asyncio.gather(
             self._query_vector(query),
-            self._keyword_candidates(
-                key, query, LEXICAL_SPACE, None if self._filtered(options) else keyword.HYBRID_RERANK_DEPTH
-            ),
+            self._keyword_candidates(key, query, LEXICAL_SPACE, self._hybrid_keyword_depth(query, options)),
         )
         dense = await self._dense_candidates(key, vector, options)
         depth = self._dense_depth(options)

@@ -56,7 +56,9 @@ async def test_the_store_returns_the_best_ranked_holders(make_service) -> None:
     for space in (KEYWORD_SPACE, LEXICAL_SPACE):
         for query in QUERIES:
             terms = query_terms(query, space)
-            found, stats = await store.indexed_keyword_candidates(KEY, space, terms, KeywordPlanner(query, space, 5))
+            found, stats = await store.indexed_keyword_candidates(
+                KEY, space, terms, KeywordPlanner(query, space, 5)
+            )
             assert stats is not None
             if stats.rank_cutoff is None:
                 assert store.name == "redis", "only Redis returns every holder"
@@ -83,4 +85,6 @@ async def test_search_results_do_not_change_when_the_store_returns_few_candidate
         options = SearchOptions(mode="keyword", max_results=limit)
         found = await svc.search(KEY, query, options)
         scanned = keyword_search(everything, query, options)
-        assert [(e.id, round(e.score, 9)) for e in found] == [(e.id, round(e.score, 9)) for e in scanned], query
+        assert [(e.id, round(e.score, 9)) for e in found] == [(e.id, round(e.score, 9)) for e in scanned], (
+            query
+        )

@@ -2,9 +2,8 @@
 
 A common query word ("my", "like") is held by most of a user's memories, and
 scoring every holder in Python grows with the collection. So a store with an
-inverted index ranks the holders itself, by the keyword score without its
-ordered-phrase bonus, and returns the best few hundred; the engine's scorer
-(keyword.py) then ranks those exactly.
+inverted index ranks the holders itself and returns the best few hundred; the
+engine's scorer (keyword.py) then ranks those exactly.
 
 The keyword score of a memory (keyword.py, ``score_entries``) is
 
@@ -14,11 +13,13 @@ The keyword score of a memory (keyword.py, ``score_entries``) is
 and everything but the phrase term is a function of the memory's postings
 (which query terms it holds, their term counts, its field lengths) and of the
 collection's statistics. :class:`CandidatePlan` holds those numbers for one
-query; :meth:`CandidatePlan.rank` is that function (what the stores compute in
-SQL or in Python). Since the phrase term adds at most 0.10, a memory left out
-scores at most ``cutoff + 0.10``: when the k-th best candidate already scores
-above that (or the query cannot earn the bonus), the top k is exact; otherwise
-the engine asks again for every holder ranked above ``k-th best − 0.10``
+query; :meth:`CandidatePlan.rank` is that function plus the phrase bonus for
+every memory holding all the phrase's terms (in order or not: the postings do
+not say), so the rank bounds the score from above and is what the stores
+compute (in SQL, or in Python). A memory left out ranks — so scores — at most
+the last one returned (the cutoff): when the k-th best exact score among the
+candidates is above it, the top k is exact; otherwise the engine asks again
+for every holder ranked at least that k-th best score
 (:meth:`KeywordPlanner.below`). The ranking so never changes; only the work does.
 """
 
@@ -68,6 +69,10 @@ class CandidatePlan:
     limit: int | None
     #: Leave out holders ranked below this.
     min_rank: float = -1.0
+    #: Stored terms a holder must all hold to earn the ordered-phrase bonus (empty:
+    #: the query cannot earn it), and that bonus.
+    phrase_terms: frozenset[str] = frozenset()
+    phrase_bonus: float = 0.0
 
     # The constants of the formula, for stores that write it in their own language.
     k1: float = _BM25_K1
@@ -91,10 +96,14 @@ class CandidatePlan:
         return tf * self.k1_plus_1 / (tf + self.k1 * (self.one_minus_b + self.b * length / average))
 
     def rank(self, postings: Iterable[tuple[str, int, int, int, int]]) -> float:
-        """The keyword score without the phrase term, from one memory's postings of
-        the query's terms: (stored term, content tf, topic tf, content length, topic length)."""
+        """An upper bound of the keyword score from one memory's postings of the
+        query's terms, (stored term, content tf, topic tf, content length, topic
+        length): exact but for the ordered-phrase bonus, counted in full when the
+        memory holds every term of the phrase (whether in order is not known here)."""
         matched = matched_idf = raw = 0.0
+        phrase = 0
         for term, tf_content, tf_topics, content_length, topic_length in postings:
+            phrase += term in self.phrase_terms
             weight, weighted_idf = self.weights[term]
             matched += weight
             matched_idf += weighted_idf
@@ -105,10 +114,12 @@ class CandidatePlan:
         if not matched:
             return 0.0
         strength = min(raw / (matched_idf * self.k1_plus_1), 1.0)
+        bonus = self.phrase_bonus if self.phrase_terms and phrase == len(self.phrase_terms) else 0.0
         return min(
             self.coverage_weight * self.coverage(matched)
             + self.rarity_weight * matched_idf / self.rarity_norm
-            + self.strength_weight * strength,
+            + self.strength_weight * strength
+            + bonus,
             1.0,
         )
 
@@ -132,7 +143,9 @@ class KeywordPlanner:
         info = _query_info(text)
         self.space = space
         self.tokens = tuple(zip(info.tokens, info.weights, strict=True))
-        self.phrase_bonus = _PHRASE_WEIGHT if len(info.primary) >= 2 else 0.0
+        # keyword.py's bonus needs >= 2 primary tokens, each held (a repeated one never is).
+        distinct = set(info.primary)
+        self.phrase = distinct if len(info.primary) >= 2 and len(distinct) == len(info.primary) else set()
         self.limit = limit
         self.min_rank = -1.0
 
@@ -149,8 +162,11 @@ class KeywordPlanner:
             total_idf += weight * idf
             term = f"{self.space}:{token}"
             weights[stored.get(term, term) if stored else term] = (weight, weight * idf)
+        phrase = {f"{self.space}:{token}" for token in self.phrase}
         return CandidatePlan(
             weights=weights,
+            phrase_terms=frozenset(stored.get(t, t) if stored else t for t in phrase),
+            phrase_bonus=_PHRASE_WEIGHT,
             total_weight=total,
             rarity_norm=max(total_idf, 1.0),
             avg_content=max(stats.content_length / n, 1.0),
@@ -167,17 +183,17 @@ class KeywordPlanner:
         ordered = sorted(scores, reverse=True)
         if len(ordered) < depth:
             return False
-        # A holder left out ranks at most the cutoff and scores at most that plus the
-        # phrase bonus. Strictly above (beyond the store's float rounding): a holder
-        # left out with an equal score may win the tie (results.py breaks ties by age).
-        return ordered[depth - 1] > stats.rank_cutoff + self.phrase_bonus + 1e-9
+        # A holder left out ranks (so scores) at most the cutoff. Strictly above (beyond
+        # the store's float rounding): one left out with an equal score may win the
+        # tie (results.py breaks ties by age).
+        return ordered[depth - 1] > stats.rank_cutoff + 1e-9
 
     def below(self, scores: Sequence[float], depth: int) -> KeywordPlanner:
         """A planner for every holder that could still beat the depth-th best of ``scores``."""
         ordered = sorted(scores, reverse=True)
         floor = ordered[depth - 1] if len(ordered) >= depth else 0.0
         wider = KeywordPlanner.__new__(KeywordPlanner)
-        wider.space, wider.tokens, wider.phrase_bonus = self.space, self.tokens, self.phrase_bonus
+        wider.space, wider.tokens, wider.phrase = self.space, self.tokens, self.phrase
         wider.limit = None
-        wider.min_rank = floor - self.phrase_bonus - 1e-9
+        wider.min_rank = floor - 1e-9
         return wider
