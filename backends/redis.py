@@ -95,7 +95,7 @@ from ._cache import DecodeCache
 from ._ordering import newest_first
 from ._vectors import MatrixCache, UserMatrix, check_query, encode_vector
 from .base import DEFAULT_VECTOR_DIMENSION, Capabilities, bounded_lock, resolve_timeout, timeout_message
-from .redis_index import index_keys, lookup, queue_drop, queue_replace, record_of
+from .redis_index import index_keys, indexed_terms, lookup, queue_drop, queue_replace, record_of
 
 T = TypeVar("T")
 
@@ -368,8 +368,8 @@ class _RedisTransaction:
 
     async def rebuild_index(self) -> None:
         """Make the section re-create the user's keyword index from its active entries."""
-        terms = await self._pipe.hkeys(index_keys(self._keys.active).df)
-        self._rebuild = (list(terms), await self.active_entries())
+        names = await indexed_terms(self._pipe, index_keys(self._keys.active))
+        self._rebuild = (names, await self.active_entries())
 
     def matrix_changes(self) -> tuple[dict[str, Any], set[str]] | None:
         """(ID → new vector, IDs gone) of the user's active vectors, or None when a
@@ -391,8 +391,8 @@ class _RedisTransaction:
     def queue_writes(self, pipe: Any, index_changes: Sequence[tuple[str, Any, Any]] = ()) -> None:
         index = index_keys(self._keys.active)
         if self._rebuild is not None:
-            terms, entries = self._rebuild
-            queue_drop(pipe, index, terms)
+            names, entries = self._rebuild
+            queue_drop(pipe, names)
             for entry in entries:
                 queue_replace(pipe, index, entry.id, None, record_of(entry))
         for memory_id, before, after in index_changes:
@@ -712,11 +712,10 @@ class RedisStore:
             keys = self.keys_for(key)
 
             async def drop(client: aioredis.Redis) -> int:
-                index = index_keys(keys.active)
-                terms = await client.hkeys(index.df)
+                names = await indexed_terms(client, index_keys(keys.active))
                 async with client.pipeline(transaction=True) as pipe:
                     pipe.hlen(keys.active).delete(keys.active, keys.deleted, keys.vectors)
-                    queue_drop(pipe, index, terms)
+                    queue_drop(pipe, names)
                     active, *_ = await pipe.incr(keys.version).execute()
                 return int(active)
 
@@ -739,16 +738,15 @@ class RedisStore:
     async def indexed_keyword_candidates(
         self, key: UserKey, space: str, terms: Sequence[str], planner: Any = None
     ) -> tuple[list[Entry], KeywordStats | None]:
-        """The active memories holding one of ``terms`` and the user's statistics
+        """The active memories holding one of ``terms`` (with a ``planner``, its
+        best-ranked ones: search/candidates.py) and the user's statistics
         (redis_index.py); when the index does not match the memories, every
-        active memory and no statistics, and the index is rebuilt. Every holder is
-        returned: the postings keep no term counts to rank them by (``planner``
-        is accepted and not used; search/candidates.py)."""
+        active memory and no statistics, and the index is rebuilt."""
         keys = self.keys_for(key)
         index = index_keys(keys.active)
 
         async def fetch(client: aioredis.Redis) -> tuple[list[Entry], KeywordStats] | None:
-            found = await lookup(client, index, keys.active, space, terms)
+            found = await lookup(client, index, keys.active, space, terms, planner)
             if found is None:
                 return None
             ids, stats = found

@@ -98,7 +98,9 @@ class SQLKeywordIndex:
             # The term's count in the content and the topics, and the memory's two
             # lengths in the term's space: what BM25 needs to rank the holders.
             *(sa.Column(c, sa.Integer, nullable=False) for c in _POSTING_COUNTS),
-            sa.Index(short_identifier(f"idx_{name}_postings_memory"), "app_name", "user_id", "memory_id"),
+            # No index by memory: a memory's postings are deleted by their primary
+            # keys (its old terms are known), and with one a planner without table
+            # statistics (SQLite) read every posting of the user to group by memory.
             schema=schema,
             # SQLite: the rows live in the primary key's b-tree, so a term's postings
             # are read with their counts in one range scan.
@@ -142,9 +144,13 @@ class SQLKeywordIndex:
         if before == after:
             return await self._add_stats(conn, key, [0, 0, 0, 0, 0], versions=versions)
         if before is not None:
-            await conn.execute(
-                sa.delete(self.terms).where(self._user(self.terms, key), self.terms.c.memory_id == memory_id)
-            )
+            old_terms = list(dict.fromkeys(term_key(term) for term in before.terms))
+            t = self.terms
+            for start in range(0, len(old_terms), 500):
+                chunk = old_terms[start : start + 500]
+                await conn.execute(
+                    sa.delete(t).where(self._user(t, key), t.c.term.in_(chunk), t.c.memory_id == memory_id)
+                )
         if after is not None:
             rows = _posting_rows(key, memory_id, after)
             if rows:  # a memory without a term ("0", "!!") still counts in the statistics
