@@ -87,7 +87,7 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from memchat.engine.model import BackendError, ConfigError, Entry, Memory, UserKey, utc
+from memchat.engine.model import BackendError, ConfigError, Entry, Memory, UserKey, to_micros, utc
 from memchat.engine.search.index import KeywordStats
 from memchat.engine.secrets import redact
 
@@ -395,18 +395,24 @@ class _RedisTransaction:
             queue_drop(pipe, names)
             for entry in entries:
                 queue_replace(pipe, index, entry.id, None, record_of(entry))
+            for start in range(0, len(entries), 1000):
+                chunk = entries[start : start + 1000]
+                pipe.zadd(index.recent, {e.id: to_micros(e.updated_at) for e in chunk})
         for memory_id, before, after in index_changes:
             queue_replace(pipe, index, memory_id, before, after)
         for memory_id, entry in self._writes.items():
             if entry is None:
                 pipe.hdel(self._keys.active, memory_id)
                 pipe.hdel(self._keys.deleted, memory_id)
+                pipe.zrem(index.recent, memory_id)
             elif entry.is_deleted:
                 pipe.hset(self._keys.deleted, memory_id, encode_entry(entry))
                 pipe.hdel(self._keys.active, memory_id)
+                pipe.zrem(index.recent, memory_id)
             else:
                 pipe.hset(self._keys.active, memory_id, encode_entry(entry))
                 pipe.hdel(self._keys.deleted, memory_id)
+                pipe.zadd(index.recent, {memory_id: to_micros(entry.updated_at)})
         for memory_id, blob in self._vectors.items():
             if blob is None:
                 pipe.hdel(self._keys.vectors, memory_id)
@@ -692,8 +698,43 @@ class RedisStore:
         return await self._run("reading", fetch)
 
     async def list(self, key: UserKey, *, limit: int = 0, include_deleted: bool = False) -> list[Entry]:
+        if limit > 0 and not include_deleted:
+            newest = await self._newest(key, limit)
+            if newest is not None:
+                return newest
         entries = newest_first(await self._entries(key, include_deleted=include_deleted))
         return entries[:limit] if limit > 0 else entries
+
+    async def _newest(self, key: UserKey, limit: int) -> list[Entry] | None:
+        """The ``limit`` newest active memories from the recent set (and every
+        memory tied with the last on updated_at, for the full order), or None
+        when the set does not match the active hash (then it is rebuilt)."""
+        keys = self.keys_for(key)
+        recent = index_keys(keys.active).recent
+
+        async def fetch(client: aioredis.Redis) -> list[Entry] | None:
+            async with client.pipeline(transaction=True) as pipe:
+                pipe.hlen(keys.active).zcard(recent).zrevrange(recent, 0, limit - 1, withscores=True)
+                size, indexed, top = await pipe.execute()
+            if int(size) != int(indexed):
+                return None
+            if not top:
+                return []
+            ids = dict.fromkeys(member for member, _ in top)
+            last = top[-1][1]
+            ids.update(dict.fromkeys(await client.zrangebyscore(recent, last, last)))
+            raws = await client.hmget(keys.active, list(ids))
+            entries = [self._decode(raw, key, i) for i, raw in zip(ids, raws, strict=True) if raw is not None]
+            return newest_first(entries)[:limit] if len(entries) == len(ids) else None
+
+        found = await self._run("reading", fetch)
+        if found is None:
+
+            async def rebuild(tx: _RedisTransaction) -> None:
+                await tx.rebuild_index()
+
+            await self.atomic(key, rebuild)
+        return found
 
     async def count(self, key: UserKey, *, include_deleted: bool = False) -> int:
         keys = self.keys_for(key)

@@ -6,6 +6,7 @@ Beside each user's hashes (same hash tag, so one cluster slot)::
                                 for each active memory holding <term>
     <base>:kw:terms       hash  term → how many active memories hold it (the user's terms)
     <base>:kw:s2          hash  active, k_content, k_topics, s_content, s_topics
+    <base>:recent         sorted set  active memory ID → updated_at (µs): "the newest N"
 
 They change in the same MULTI/EXEC as the entries (``queue_replace``), under
 the section's WATCH of the user's hashes, so a write and its postings land
@@ -16,7 +17,8 @@ inside Redis and returns the best few hundred, whose entries are read by HMGET.
 
 Self-healing instead of a migration: if the recorded active count differs from
 the active hash's size (a store written before this index existed, or by a
-memchat that does not keep it — version 1 kept plain sets under ``kw:t:`` and
+memchat that does not keep it; likewise when the recent set's size differs
+from it — version 1 kept plain sets under ``kw:t:`` and
 its statistics under ``kw:stats``, which it still updates while ``kw:s2`` does
 not move), that search scans as before and the user's index is rebuilt in a
 write section (``rebuild``), losing nothing.
@@ -40,9 +42,12 @@ _STATS_FIELDS = ("active", "k_content", "k_topics", "s_content", "s_topics")
 
 
 class IndexKeys:
-    __slots__ = ("df", "legacy", "stats", "term_prefix")
+    __slots__ = ("df", "legacy", "recent", "stats", "term_prefix")
 
     def __init__(self, base: str) -> None:
+        #: Sorted set: active memory ID → updated_at in microseconds (reading the
+        #: newest N is a range of it, not a read of the whole hash).
+        self.recent = f"{base}:recent"
         self.df = f"{base}:kw:terms"
         self.stats = f"{base}:kw:s2"
         self.term_prefix = f"{base}:kw:p:"
@@ -100,6 +105,7 @@ async def indexed_terms(client: Any, keys: IndexKeys) -> list[str]:
     terms = await client.hkeys(keys.df)
     old = await client.hkeys(legacy_df)
     return [
+        keys.recent,
         keys.df,
         keys.stats,
         legacy_df,

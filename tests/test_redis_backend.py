@@ -296,8 +296,9 @@ async def test_a_glob_user_id_matches_only_its_own_keys(make_store, raw) -> None
     # A pattern built from the user's key (as an operator would) sees only that user.
     for pattern in (own.active + "*", own.active):
         found = {k async for k in raw.scan_iter(match=pattern)}
-        mine = {own.active, own.deleted, own.vectors, own.version}
-        # The keyword index's keys (backends/redis_index.py) carry the same base and tag.
+        mine = {own.active, own.deleted, own.vectors, own.version, own.active + ":recent"}
+        # The keyword index's and the recent set's keys (backends/redis_index.py) carry
+        # the same base and tag.
         assert all(k in mine or k.startswith(own.active + ":kw:") for k in found) and own.active in found
         assert set(await raw.keys(pattern)) == found
     assert [e.memory.text for e in await svc.read(star, include_deleted=True)] == [
@@ -642,4 +643,36 @@ async def test_a_version_1_index_is_replaced_and_its_keys_dropped(make_store, ra
     assert not {"df", "stats", "t:k:cat"} & remaining
     assert {"s2", "terms", "p:k:cat", "p:k:tea"} <= remaining
     assert [e.memory.text for e in await svc.search(key, "green tea", keyword)] == ["Alice drinks green tea"]
+    await svc.close()
+
+
+async def test_the_newest_memories_come_from_the_recent_set_and_a_missing_one_is_rebuilt(
+    make_store, raw
+) -> None:
+    """Reading the newest N ranges the recent set instead of reading the whole hash;
+    memories written without it (an older memchat) are read in full once, and the
+    set is rebuilt."""
+    from backends.redis import encode_entry
+
+    store = make_store()
+    svc = MemoryService(store)
+    key = UserKey("memory-chat", "recent-user")
+    for text in ["first memory", "second memory", "third memory", "fourth memory"]:
+        await svc.add(key, text)
+    keys = store.keys_for(key)
+    recent = keys.active + ":recent"
+    assert await raw.zcard(recent) == 4
+    assert [e.memory.text for e in await svc.read(key, 2)] == ["fourth memory", "third memory"]
+
+    newest = (await svc.read(key, 1))[0]
+    await raw.delete(recent)  # as a memchat without the set would leave it
+    from dataclasses import replace
+
+    legacy = replace(newest, id="e" * 64)
+    await raw.hset(keys.active, legacy.id, encode_entry(legacy))
+    assert len(await svc.read(key, 2)) == 2  # read in full, not from the empty set
+    assert await raw.zcard(recent) == 5  # rebuilt
+    await svc.delete(key, newest.id)
+    assert await raw.zcard(recent) == 4
+    assert newest.id not in [e.id for e in await svc.read(key, 10)]
     await svc.close()
