@@ -287,9 +287,12 @@ async def bench(name: str, size: int, samples: int, tmp: Path, args: argparse.Na
         return {"backend": name, "size": size, "error": f"{type(exc).__name__}: {exc}"}
     try:
         fill_start = time.perf_counter()
-        ids = []
-        for i, (text, _) in enumerate(texts):
-            ids.append((await svc.add(KEY, text, topics=[WORDS[i % len(WORDS)]])).id)
+        if size > args.add_up_to:
+            ids = await fill_in_sections(svc, store, embedder, texts)
+        else:
+            ids = []
+            for i, (text, _) in enumerate(texts):
+                ids.append((await svc.add(KEY, text, topics=[WORDS[i % len(WORDS)]])).id)
         fill = time.perf_counter() - fill_start
         row: dict[str, Any] = {"backend": name, "size": size, "fill_s": fill, "base": base}
         if not args.search_only:
@@ -305,6 +308,41 @@ async def bench(name: str, size: int, samples: int, tmp: Path, args: argparse.Na
             await svc.clear(KEY)
         finally:
             await svc.close()
+
+
+async def fill_in_sections(
+    svc: MemoryService, store: Any, embedder: Any, texts: list[tuple[str, str]]
+) -> list[str]:
+    """Write the memories 500 per atomic section, as ``svc.add`` builds them (same
+    IDs, rows, vectors and index upkeep through the Store seam), so 100k fill in
+    minutes: one section per memory would take the better part of an hour."""
+    from datetime import UTC, datetime
+
+    from memchat.engine.ids import build_memory, memory_id_for
+    from memchat.engine.model import Entry
+
+    ids: list[str] = []
+    with_vectors = svc.is_vector_store and svc.has_embedder
+    for start in range(0, len(texts), 500):
+        chunk = [
+            (text, WORDS[i % len(WORDS)]) for i, (text, _) in enumerate(texts[start : start + 500], start)
+        ]
+        vectors = await embedder.embed([t for t, _ in chunk]) if with_vectors else [None] * len(chunk)
+        now = datetime.now(UTC)
+        entries = []
+        for text, topic in chunk:
+            memory = build_memory(text, [topic], None)
+            entries.append(
+                Entry(memory_id_for(memory, KEY.app, KEY.user), KEY.app, KEY.user, memory, now, now)
+            )
+
+        async def work(tx: Any, entries: list[Entry] = entries, vectors: list[Any] = vectors) -> None:
+            for entry, vector in zip(entries, vectors, strict=True):
+                await tx.put(entry, vector)
+
+        await store.atomic(KEY, work)
+        ids += [e.id for e in entries]
+    return ids
 
 
 def fmt(pair: tuple[float, float] | None) -> str:
@@ -331,6 +369,12 @@ async def main() -> None:
         "--search-only", action="store_true", help="skip add / get / read, time searches only"
     )
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument(
+        "--add-up-to",
+        type=int,
+        default=10_000,
+        help="fill through svc.add up to this size; larger ones 500 memories per atomic section",
+    )
     args = parser.parse_args()
     args.done = []
     rows = []
