@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from memchat.engine.model import Entry
 from memchat.engine.search.index import IndexRecord, KeywordStats, index_record
@@ -18,15 +20,22 @@ Posting = tuple[int, int, int, int]
 
 
 class UserKeywordIndex:
-    """One user's postings (prefixed term → memory ID → counts), active count and length sums."""
+    """One user's postings (prefixed term → memory ID → counts), active count and
+    length sums. Each memory has a slot number, and each term's postings are
+    kept as arrays of slots and counts too (rebuilt on the first search after
+    the term changes), so ranking a common term's holders is a few numpy passes."""
 
-    __slots__ = ("count", "lengths", "postings", "records")
+    __slots__ = ("_arrays", "count", "free", "ids", "lengths", "postings", "records", "slots")
 
     def __init__(self) -> None:
         self.postings: dict[str, dict[str, Posting]] = {}
         self.records: dict[str, IndexRecord] = {}
         self.count = 0
         self.lengths = [0, 0, 0, 0]
+        self.slots: dict[str, int] = {}
+        self.ids: list[str | None] = []
+        self.free: list[int] = []
+        self._arrays: dict[str, tuple[Any, Any]] = {}
 
     def replace(self, memory_id: str, entry: Entry | None) -> None:
         """The memory is now ``entry`` (None or a tombstone: not in the index)."""
@@ -36,11 +45,15 @@ class UserKeywordIndex:
             for i, n in enumerate(old.lengths):
                 self.lengths[i] -= n
             for term in old.terms:
+                self._arrays.pop(term, None)
                 ids = self.postings.get(term)
                 if ids is not None:
                     ids.pop(memory_id, None)
                     if not ids:
                         del self.postings[term]
+            slot = self.slots.pop(memory_id)
+            self.ids[slot] = None
+            self.free.append(slot)
         if entry is None or entry.is_deleted:
             return
         record = index_record(entry.memory)
@@ -48,8 +61,26 @@ class UserKeywordIndex:
         self.count += 1
         for i, n in enumerate(record.lengths):
             self.lengths[i] += n
+        if self.free:
+            slot = self.free.pop()
+            self.ids[slot] = memory_id
+        else:
+            slot = len(self.ids)
+            self.ids.append(memory_id)
+        self.slots[memory_id] = slot
         for term, *counts in record.postings():
+            self._arrays.pop(term, None)
             self.postings.setdefault(term, {})[memory_id] = tuple(counts)  # type: ignore[assignment]
+
+    def _columns(self, term: str) -> tuple[Any, Any]:
+        """(slots, counts) of the term's holders as arrays."""
+        cached = self._arrays.get(term)
+        if cached is None:
+            holders = self.postings.get(term, {})
+            slots = np.fromiter((self.slots[m] for m in holders), dtype=np.int64, count=len(holders))
+            counts = np.array(list(holders.values()), dtype=np.float64).reshape(len(holders), 4)
+            cached = self._arrays[term] = (slots, counts)
+        return cached
 
     def lookup(
         self, space: str, terms: Iterable[str], planner: KeywordPlanner | None = None
@@ -57,19 +88,31 @@ class UserKeywordIndex:
         """(IDs of the memories holding one of ``terms``, the space's statistics);
         with a ``planner``, only its best-ranked holders (search/candidates.py)."""
         terms = list(dict.fromkeys(terms))
-        stats = KeywordStats.of(space, self.count, self.lengths)
         if planner is None:
             # Every holder of a term is a candidate: the scorer counts document frequencies itself.
             ids: set[str] = set()
             for term in terms:
                 ids.update(self.postings.get(term, ()))
-            return ids, stats
-        lists = {term: self.postings.get(term, {}) for term in terms}
-        stats = KeywordStats.of(space, self.count, self.lengths, {t: len(p) for t, p in lists.items()})
+            return ids, KeywordStats.of(space, self.count, self.lengths)
+        df = {term: len(self.postings.get(term, ())) for term in terms}
+        stats = KeywordStats.of(space, self.count, self.lengths, df)
         plan = planner.plan(stats)
-        held: dict[str, list[tuple[str, int, int, int, int]]] = {}
-        for term, holders in lists.items():
-            for memory_id, counts in holders.items():
-                held.setdefault(memory_id, []).append((term, *counts))
-        best, cutoff = plan.best((memory_id, plan.rank(rows)) for memory_id, rows in held.items())
-        return best, replace(stats, rank_cutoff=cutoff)
+        held = [term for term in terms if df[term]]
+        if not held:
+            return [], stats
+        columns = [self._columns(term) for term in held]
+        holders = np.concatenate([slots for slots, _ in columns])
+        counts = np.concatenate([c for _, c in columns])
+        which = np.repeat(np.arange(len(held)), [len(slots) for slots, _ in columns])
+        ranks = plan.rank_holders(holders, which, held, counts, len(self.ids))
+        found = np.flatnonzero(ranks > 0)
+        if plan.min_rank >= 0:
+            found = found[ranks[found] >= plan.min_rank]
+        if plan.limit is not None and len(found) > plan.limit:
+            # The best ``limit`` by rank, ties by memory ID (as the SQL stores order):
+            # every holder at least as good as the limit-th, then sorted.
+            threshold = np.partition(ranks[found], len(found) - plan.limit)[len(found) - plan.limit]
+            best = found[ranks[found] >= threshold].tolist()
+            order = sorted(best, key=lambda s: (-ranks[s], self.ids[s]))[: plan.limit]
+            return [self.ids[s] for s in order], replace(stats, rank_cutoff=float(ranks[order[-1]]))
+        return [self.ids[s] for s in found.tolist()], stats  # type: ignore[misc]

@@ -29,6 +29,9 @@ import heapq
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from .index import KEYWORD_SPACE, KeywordStats
 from .keyword import (
@@ -84,44 +87,54 @@ class CandidatePlan:
     rarity_weight: float = _RARITY_WEIGHT
     strength_weight: float = _STRENGTH_WEIGHT
 
-    def coverage(self, matched: float) -> float:
-        """keyword.py's ``_coverage`` (piecewise linear for a fixed total)."""
-        total = self.total_weight
-        if total <= 2.0:
-            return matched / max(total, 1.0)
-        return 0.5 * matched if matched <= 1.0 else 0.5 + 0.5 * (matched - 1.0) / (total - 1.0)
-
-    def saturation(self, tf: int, length: int, average: float) -> float:
-        """BM25's term-frequency saturation of one field (0 when the field lacks the term)."""
-        return tf * self.k1_plus_1 / (tf + self.k1 * (self.one_minus_b + self.b * length / average))
-
     def rank(self, postings: Iterable[tuple[str, int, int, int, int]]) -> float:
         """An upper bound of the keyword score from one memory's postings of the
         query's terms, (stored term, content tf, topic tf, content length, topic
         length): exact but for the ordered-phrase bonus, counted in full when the
         memory holds every term of the phrase (whether in order is not known here)."""
-        matched = matched_idf = raw = 0.0
-        phrase = 0
-        for term, tf_content, tf_topics, content_length, topic_length in postings:
-            phrase += term in self.phrase_terms
-            weight, weighted_idf = self.weights[term]
-            matched += weight
-            matched_idf += weighted_idf
-            raw += weighted_idf * (
-                self.saturation(tf_content, content_length, self.avg_content)
-                + self.topic_weight * self.saturation(tf_topics, topic_length, self.avg_topics)
-            )
-        if not matched:
+        rows = list(postings)
+        if not rows:
             return 0.0
-        strength = min(raw / (matched_idf * self.k1_plus_1), 1.0)
-        bonus = self.phrase_bonus if self.phrase_terms and phrase == len(self.phrase_terms) else 0.0
-        return min(
-            self.coverage_weight * self.coverage(matched)
+        terms = [row[0] for row in rows]
+        counts = np.array([row[1:] for row in rows], dtype=np.float64)
+        which = np.arange(len(rows))
+        ranks = self.rank_holders(np.zeros(len(rows), dtype=np.int64), which, terms, counts, 1)
+        return float(ranks[0])
+
+    def rank_holders(self, holders: Any, which: Any, terms: Sequence[str], counts: Any, size: int) -> Any:
+        """:meth:`rank` of many memories at once (numpy): posting ``i`` is memory
+        ``holders[i]`` (an index < ``size``) holding ``terms[which[i]]`` with
+        ``counts[i]`` = (content tf, topic tf, content length, topic length).
+        Returns each memory's rank (0 for one holding no term), its postings
+        summed in order."""
+        weights = np.array([self.weights[t][0] for t in terms], dtype=np.float64)[which]
+        weighted_idf = np.array([self.weights[t][1] for t in terms], dtype=np.float64)[which]
+        phrase = np.array([t in self.phrase_terms for t in terms], dtype=np.float64)[which]
+        tf_content, tf_topics, content_length, topic_length = (counts[:, i] for i in range(4))
+        k1, b, omb, k1p1 = self.k1, self.b, self.one_minus_b, self.k1_plus_1
+        saturation = tf_content * k1p1 / (tf_content + k1 * (omb + b * content_length / self.avg_content))
+        saturation = saturation + self.topic_weight * (
+            tf_topics * k1p1 / (tf_topics + k1 * (omb + b * topic_length / self.avg_topics))
+        )
+        matched = np.bincount(holders, weights=weights, minlength=size)
+        matched_idf = np.bincount(holders, weights=weighted_idf, minlength=size)
+        raw = np.bincount(holders, weights=weighted_idf * saturation, minlength=size)
+        held = np.bincount(holders, weights=phrase, minlength=size)
+        total = self.total_weight
+        if total <= 2.0:
+            coverage = matched / max(total, 1.0)
+        else:
+            coverage = np.where(matched <= 1.0, 0.5 * matched, 0.5 + 0.5 * (matched - 1.0) / (total - 1.0))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            strength = np.minimum(np.where(matched_idf > 0, raw / (matched_idf * k1p1), 0.0), 1.0)
+        rank = (
+            self.coverage_weight * coverage
             + self.rarity_weight * matched_idf / self.rarity_norm
             + self.strength_weight * strength
-            + bonus,
-            1.0,
         )
+        if self.phrase_terms:
+            rank = rank + np.where(held == len(self.phrase_terms), self.phrase_bonus, 0.0)
+        return np.where(matched > 0, np.minimum(rank, 1.0), 0.0)
 
     def best(self, ranks: Iterable[tuple[str, float]]) -> tuple[list[str], float | None]:
         """The memory IDs a store returns from (ID, rank) pairs, and the cutoff
