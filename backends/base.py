@@ -33,8 +33,11 @@ class Capabilities:
     vector_search: bool = False
     #: Keeps an inverted index and statistics for keyword search, written with each
     #: change (memchat/engine/search/index.py): it answers
-    #: ``indexed_keyword_candidates(key, space, terms) -> (entries, KeywordStats | None)``
-    #: with the memories holding a term instead of every memory.
+    #: ``indexed_keyword_candidates(key, space, terms, planner=None) -> (entries,
+    #: KeywordStats | None)`` with the memories holding a term instead of every
+    #: memory — with a ``planner`` (search/candidates.py), only the best-ranked few
+    #: hundred of them, and the statistics carry the document frequencies and the
+    #: rank cutoff.
     native_keyword_search: bool = False
     #: ``atomic`` is a real transaction (all-or-nothing across processes).
     transactions: bool = False

@@ -54,6 +54,7 @@ from memchat.engine.model import (
 from memchat.engine.search.candidates import KeywordPlanner
 from memchat.engine.search.index import KeywordStats
 from memchat.engine.secrets import redact
+from memchat.engine.vectors import IndexingProgress, ProgressCallback, report_progress
 
 from ._cache import DecodeCache
 from ._vectors import MatrixCache, UserMatrix, check_query, encode_vector
@@ -316,6 +317,8 @@ class SQLStore:
         )
         #: Whether the index is complete (built on open; until then searches scan).
         self._index_ready = False
+        #: Told how building the keyword index on open goes (set by MemoryService).
+        self.progress: ProgressCallback | None = None
         #: The engine write sections run on (a dialect may tag it, e.g. SQLite's
         #: BEGIN IMMEDIATE).
         self._write_engine: AsyncEngine = engine
@@ -495,12 +498,18 @@ class SQLStore:
             return
         t, st = self.table, index.stats
 
-        async def users(conn: AsyncConnection) -> list[UserKey]:
-            rows = (await conn.execute(sa.select(t.c.app_name, t.c.user_id).distinct())).all()
-            stale = (await conn.execute(sa.select(st.c.app_name, st.c.user_id))).all()
-            return [UserKey(a, u) for a, u in dict.fromkeys([*rows, *stale])]
+        async def users(conn: AsyncConnection) -> dict[UserKey, int]:
+            active = sa.func.sum(sa.case((t.c.deleted_at.is_(None), 1), else_=0))
+            stmt = sa.select(t.c.app_name, t.c.user_id, active).group_by(t.c.app_name, t.c.user_id)
+            counts = {UserKey(a, u): int(n or 0) for a, u, n in (await conn.execute(stmt)).all()}
+            for a, u in (await conn.execute(sa.select(st.c.app_name, st.c.user_id))).all():
+                counts.setdefault(UserKey(a, u), 0)  # statistics of a user with no row left
+            return counts
 
-        for key in await self._read("reading the users to index", users):
+        counts = await self._read("reading the users to index", users)
+        total, done = sum(counts.values()), 0
+        await report_progress(self.progress, IndexingProgress(done, total))
+        for key in counts:
 
             async def rebuild(tx: Any, key: UserKey = key) -> None:
                 conn = tx._conn
@@ -509,6 +518,8 @@ class SQLStore:
                 await index.rebuild_user(conn, key, entries)
 
             await self.atomic(key, rebuild)
+            done += counts[key]
+            await report_progress(self.progress, IndexingProgress(done, total))
         await self.write_meta(INDEX_META, index.version())
         self._index_ready = True
 

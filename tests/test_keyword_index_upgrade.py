@@ -45,9 +45,14 @@ async def test_a_table_made_before_the_index_is_indexed_on_open(harness) -> None
         await conn.execute(sa.delete(meta).where(meta.c.name == store._meta_name(INDEX_META)))
     await svc.close()
 
-    reopened = MemoryService(harness.make_store())
+    told = []
+    reopened = MemoryService(harness.make_store(), progress=told.append)
     try:
         await reopened.open()
+        # A progress line, as for filling in vectors: from 0 to every active memory.
+        indexing = [state for state in told if state.label == "indexing"]
+        assert indexing[0].done == 0 and indexing[-1].finished and indexing[-1].total == len(TEXTS)
+        assert indexing[-1].message() == f"Indexing {len(TEXTS)} memories for keyword search… 100%"
         assert reopened.store._index_ready
         assert await _postings(reopened.store) > 0
         assert await _keyword(reopened, "cat") == ["Alice has a cat named Mochi"]

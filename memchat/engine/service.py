@@ -187,6 +187,8 @@ class MemoryService:
                 else:
                     self.store.dimension = int(embedder.dimension)  # type: ignore[attr-defined]
             self._open_attempted = True  # so close() releases what a failed open left behind
+            if hasattr(self.store, "progress"):  # a store that may build its index on open says how far
+                self.store.progress = self.progress  # type: ignore[attr-defined]
             await self.store.open()
             if embedding and self.backfill:
                 await prepare_vectors(self.store, self.embedder, self._embed, progress=self.progress)

@@ -100,6 +100,9 @@ class EmbeddingProgress:
     def finished(self) -> bool:
         return self.done >= self.total
 
+    #: What the header shows beside the percentage.
+    label = "embedding"
+
     def message(self) -> str:
         """One line for a person, e.g. "Embedding 1,234 memories for semantic search… 40%"."""
         noun = "memory" if self.total == 1 else "memories"
@@ -107,8 +110,34 @@ class EmbeddingProgress:
         return f"Embedding {self.total:,} {noun} for semantic search{why}… {self.percent}%"
 
 
-#: Called with each EmbeddingProgress; may be a coroutine function.
-ProgressCallback = Callable[[EmbeddingProgress], Any]
+@dataclass(frozen=True, slots=True)
+class IndexingProgress:
+    """How far a store building its keyword index on open has got (a store made
+    before the index, or by a memchat that did not keep it): ``done`` of ``total``."""
+
+    done: int
+    total: int
+
+    @property
+    def percent(self) -> int:
+        return 100 if self.total <= 0 else min(100, self.done * 100 // self.total)
+
+    @property
+    def finished(self) -> bool:
+        return self.done >= self.total
+
+    #: What the header shows beside the percentage.
+    label = "indexing"
+
+    def message(self) -> str:
+        """One line for a person, e.g. "Indexing 1,234 memories for keyword search… 40%"."""
+        noun = "memory" if self.total == 1 else "memories"
+        return f"Indexing {self.total:,} {noun} for keyword search… {self.percent}%"
+
+
+#: Called with each EmbeddingProgress or IndexingProgress (same shape); may be a
+#: coroutine function.
+ProgressCallback = Callable[[EmbeddingProgress | IndexingProgress], Any]
 
 
 def embedder_identity(embedder: Any) -> str:
@@ -133,7 +162,10 @@ def supports_vectors(store: Any) -> bool:
     )
 
 
-async def _report(progress: ProgressCallback | None, state: EmbeddingProgress) -> None:
+async def report_progress(
+    progress: ProgressCallback | None, state: EmbeddingProgress | IndexingProgress
+) -> None:
+    """Tell ``progress`` (a plain or async callable, or None) about ``state``."""
     if progress is None:
         return
     result = progress(state)
@@ -165,7 +197,7 @@ async def prepare_vectors(
     total = await store.count_missing_vectors()
     if total <= 0:
         return 0
-    await _report(progress, EmbeddingProgress(0, total, reembedding))
+    await report_progress(progress, EmbeddingProgress(0, total, reembedding))
     written = done = 0
     #: (app, user, id, text) already embedded once: never offered again, so an
     #: entry that stays without a vector (rewritten meanwhile) cannot loop.
@@ -185,8 +217,8 @@ async def prepare_vectors(
             written += len(await store.atomic(key, _write_back(items)))
         done += len(batch)
         if done < total:
-            await _report(progress, EmbeddingProgress(done, total, reembedding))
-    await _report(progress, EmbeddingProgress(total, total, reembedding))
+            await report_progress(progress, EmbeddingProgress(done, total, reembedding))
+    await report_progress(progress, EmbeddingProgress(total, total, reembedding))
     return written
 
 
