@@ -229,9 +229,9 @@ def test_an_invalid_sslmode_is_a_config_error(env, source) -> None:
     assert store.target.params["sslmode"] == "verify-full"
 
 
-def test_the_defaults_are_the_references() -> None:
+def test_the_defaults_are_the_references_but_the_database_is_memchat() -> None:
     store = create("pgvector", env={})
-    assert store.target.location() == "postgres@localhost:5432/trpc-agent-go-pgmemory"
+    assert store.target.location() == "postgres@localhost:5432/memchat"
     assert store.table.name == "memories"
 
 
