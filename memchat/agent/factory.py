@@ -39,6 +39,17 @@ def create_model(settings: Settings) -> ChatModel:
     )
 
 
+def offline_notice(settings: Settings) -> str:
+    """One line when a model was asked for (flag, variable or config file) but there is no
+    key, so the offline model answers instead ("" otherwise, and for the default model)."""
+    if not settings.offline_fallback:
+        return ""
+    return (
+        f"memchat: OPENAI_API_KEY is not set, so the offline model answers instead of {settings.model}: "
+        "set OPENAI_API_KEY (and OPENAI_BASE_URL) to use it"
+    )
+
+
 def offline_facts(text: str) -> Iterator[tuple[str, list[str]]]:
     """The statements about the user in one message, as the offline model reads
     them (including "remember that …"): the rule-based extractor's fact finder."""
