@@ -56,8 +56,8 @@ async def run_case(case: Case) -> list[str]:
                 problems.append(f"{name} argument {main!r} lacks {fragment!r}")
     problems += [f"answer lacks {f!r}: {answer!r}" for f in case.recalls if f not in answer]
     problems += [f"answer has {f!r}: {answer!r}" for f in case.excludes if f in answer]
-    problems += [f"no stored memory has {f!r}: {stored}" for f in case.stored if not any(f in m for m in stored)]
-    problems += [f"a stored memory still has {f!r}: {stored}" for f in case.gone if any(f in m for m in stored)]
+    problems += [f"none stored has {f!r}: {stored}" for f in case.stored if all(f not in m for m in stored)]
+    problems += [f"a memory still has {f!r}: {stored}" for f in case.gone if any(f in m for m in stored)]
     return problems
 
 
