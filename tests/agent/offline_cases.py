@@ -328,4 +328,30 @@ CHINESE = [
     ask("我的爱好是什么？", "爱好", (), ("杭州",), held_out=True),
 ]
 
-CASES = ENGLISH + CHINESE
+# Written after the rules were frozen (a second held-out batch), run once, never tuned on.
+HELD_OUT_AFTER = [
+    say("I'm allergic to penicillin", "User is allergic to penicillin", held_out=True),
+    say("I work night shifts at a hospital", "User works night shifts at a hospital", held_out=True),
+    say("I have a daughter named Lily", "User has a daughter named Lily", held_out=True),
+    say("I mostly cook Italian food", "User mostly cooks Italian food", held_out=True),
+    say("I'm a big fan of jazz and I play the saxophone", "User is a big fan of jazz", "User plays the saxophone",
+        held_out=True),
+    say("My partner is called Sam", "User's partner is called Sam", held_out=True),
+    say("I don't eat pork", "User doesn't eat pork", held_out=True),
+    ask("What am I allergic to again?", "allergic", ("peanuts",), ("cello",), held_out=True),
+    ask("Which instrument do I play?", "instrument", ("cello",), ("Lisbon",), held_out=True),
+    ask("Where am I living these days?", "living", ("Lisbon",), ("cello",), held_out=True),
+    change("I moved to Porto last month", "User lives in Lisbon", "live", "User lives in Porto", "Lisbon",
+           held_out=True),
+    nothing("Could you summarize this article for me?", held_out=True),
+    say("我对青霉素过敏", "用户对青霉素过敏", held_out=True),
+    say("我在一家银行上班", "用户在一家银行上班", held_out=True),
+    say("我有一个女儿", "用户有一个女儿", held_out=True),
+    say("我平时喜欢看电影", "用户平时喜欢看电影", held_out=True),
+    ask("我住在哪个城市？", "住", ("杭州",), ("钢琴",), held_out=True),
+    ask("我会弹什么？", "弹", ("钢琴",), ("杭州",), held_out=True),
+    change("我已经不在医院工作了，现在在学校工作", "用户在医院工作", "工作", "用户在学校工作", "医院", held_out=True),
+    nothing("请帮我翻译这句话", held_out=True),
+]
+
+CASES = ENGLISH + CHINESE + HELD_OUT_AFTER
