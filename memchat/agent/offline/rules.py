@@ -99,6 +99,8 @@ EN_CHANGES: list[re.Pattern[str]] = [
     # "I stopped playing the piano", "I gave up smoking"
     re.compile(r"^i(?:'ve)?\s+(?:stopped|quit|gave\s+up)\s+(?P<gerund>\w+ing\b.*)$", re.I),
 ]  # fmt: skip
+#: Every change above says that something ended or what holds now.
+EN_CHANGE_MARKER = re.compile(r"\bany\s*more\b|\bno\s+longer\b|\bnow\b|\bused\s+to\b|\bstopped\b|\bquit\b|\bgave\s+up\b", re.I)
 #: "I moved to Munich", "I've relocated to Lisbon": where the user lives now.
 EN_MOVED = re.compile(r"^i(?:'ve|\s+have)?\s+(?:just\s+)?(?:moved|relocated)\s+to\s+(?P<place>.+?)(?:\s+now)?$", re.I)
 #: "I quit my job (at Google)", "I switched jobs", "I changed jobs": the work fact changes.

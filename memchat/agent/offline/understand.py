@@ -215,8 +215,8 @@ def parse_change(text: str) -> Change | None:
             return Change("works", new, topics_for(new, ["work"]))
     for pattern in r.EN_CHANGES:
         m = pattern.match(body)
-        if not m:
-            continue
+        if not m or not r.EN_CHANGE_MARKER.search(body):
+            continue  # "I'm not sure", "I don't know, I think so": no change of a fact
         parts = m.groupdict()
         if parts.get("old_state"):
             state = clean(parts["old_state"])
