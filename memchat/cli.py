@@ -17,31 +17,11 @@ from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 
+from .cli_help import HELP_OPTIONS, PlainHelpCommand, PlainHelpGroup, show_version
 from .engine.model import MemchatError
 from .safe_text import one_line, printable, safe_json
 
 T = TypeVar("T")
-#: `-h` as well as `--help`, on every command.
-HELP_OPTIONS = {"help_option_names": ["-h", "--help"]}
-#: Typer's type placeholders (" <str>", " <list[str]>", " <int>") after a name in help: the
-#: options and arguments have metavars (TEXT, NAME, N) that say more.
-_TYPE_PLACEHOLDER = re.compile(r" <[a-z_|,\[\] ]+>")
-
-
-def _without_placeholders(text: str) -> str:
-    return _TYPE_PLACEHOLDER.sub("", text)
-
-
-class _Group(typer.core.TyperGroup):
-    def get_help(self, ctx: Any) -> str:
-        return _without_placeholders(super().get_help(ctx))
-
-
-class _Command(typer.core.TyperCommand):
-    def get_help(self, ctx: Any) -> str:
-        return _without_placeholders(super().get_help(ctx))
-
-
 
 app = typer.Typer(
     name="memchat",
@@ -54,13 +34,13 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     context_settings=HELP_OPTIONS,
-    cls=_Group,
+    cls=PlainHelpGroup,
 )
 memory_app = typer.Typer(
     help="Inspect and edit stored memories without the chat.",
     no_args_is_help=True,
     context_settings=HELP_OPTIONS,
-    cls=_Group,
+    cls=PlainHelpGroup,
 )
 app.add_typer(memory_app, name="memory")
 
@@ -225,17 +205,6 @@ def _run(settings: Any, action: Callable[[Any, Any], Awaitable[T]]) -> T:
         _fail(str(exc))
 
 
-def _show_version(value: bool) -> None:
-    if value:
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            typer.echo(f"memchat {version('memchat')}")
-        except PackageNotFoundError:  # run from a source tree that was never installed
-            typer.echo("memchat (not installed: version unknown)")
-        raise typer.Exit()
-
-
 @app.callback(invoke_without_command=True, epilog=_backend_epilog())
 def chat(
     ctx: typer.Context,
@@ -375,7 +344,7 @@ def chat(
     version: Annotated[
         bool,
         typer.Option(
-            "--version", help="Print memchat's version and exit.", is_eager=True, callback=_show_version
+            "--version", help="Print memchat's version and exit.", is_eager=True, callback=show_version
         ),
     ] = False,
 ) -> None:
@@ -419,7 +388,7 @@ def _say_offline_fallback(settings: Any) -> None:
         typer.echo(notice, err=True)
 
 
-@app.command("ask", cls=_Command)
+@app.command("ask", cls=PlainHelpCommand)
 def ask(
     ctx: typer.Context,
     question: Annotated[
@@ -570,7 +539,7 @@ def _scope(settings: Any) -> str:
     return f"user {one_line(settings.user)!r} in app {one_line(settings.app)!r}"
 
 
-@memory_app.command("list", cls=_Command)
+@memory_app.command("list", cls=PlainHelpCommand)
 def list_memories(
     ctx: typer.Context,
     backend: BackendOpt = None,
@@ -586,7 +555,7 @@ def list_memories(
     _print_entries(_run(settings, lambda svc, key: svc.read(key, limit, include_deleted=deleted)), as_json)
 
 
-@memory_app.command("search", cls=_Command)
+@memory_app.command("search", cls=PlainHelpCommand)
 def search_memories(
     ctx: typer.Context,
     query: Annotated[
@@ -615,7 +584,7 @@ def search_memories(
     _print_entries(_run(settings, lambda svc, key: svc.search(key, query, options)), as_json)
 
 
-@memory_app.command("add", cls=_Command)
+@memory_app.command("add", cls=PlainHelpCommand)
 def add_memory(
     ctx: typer.Context,
     text: Annotated[
@@ -651,7 +620,7 @@ MemoryIdArg = Annotated[
 ]
 
 
-@memory_app.command("delete", cls=_Command)
+@memory_app.command("delete", cls=PlainHelpCommand)
 def delete_memory(
     ctx: typer.Context,
     memory_id: MemoryIdArg,
@@ -690,7 +659,7 @@ def delete_memory(
     typer.echo(f"Deleted {full}" + ("" if soft else " for good"))
 
 
-@memory_app.command("restore", cls=_Command)
+@memory_app.command("restore", cls=PlainHelpCommand)
 def restore_memory(
     ctx: typer.Context,
     memory_id: MemoryIdArg,
@@ -709,7 +678,7 @@ def restore_memory(
     typer.echo(f"Restored {entry.id}: {one_line(entry.memory.text)}")
 
 
-@memory_app.command("clear", cls=_Command)
+@memory_app.command("clear", cls=PlainHelpCommand)
 def clear_memories(
     ctx: typer.Context,
     backend: BackendOpt = None,
@@ -746,7 +715,7 @@ def clear_memories(
     typer.echo(f"Cleared {cleared} memories")
 
 
-@memory_app.command("count", cls=_Command)
+@memory_app.command("count", cls=PlainHelpCommand)
 def count_memories(
     ctx: typer.Context,
     backend: BackendOpt = None,
