@@ -44,13 +44,13 @@ async def _answer_time(model_factory, streaming: bool, text: str) -> tuple[float
         chat_input.load_text(text)
         started = time.perf_counter()
         await pilot.press("enter")
-        while not app.busy:
+        # The answer's view appears when the turn starts; a fast turn may be over before
+        # app.busy is ever seen, so wait on the view itself.
+        view = None
+        while not isinstance(view, AssistantMessage):
             await asyncio.sleep(0.001)
-        while app.busy:
-            await asyncio.sleep(0.005)
-        view = app.chat.chat_log.last_assistant()
-        assert isinstance(view, AssistantMessage)
-        while not (view.finished and view._stream is None):
+            view = app.chat.chat_log.last_assistant()
+        while app.busy or not (view.finished and view._stream is None):
             await asyncio.sleep(0.001)
         painted: asyncio.Future[float] = asyncio.get_running_loop().create_future()
         app.call_after_refresh(lambda: painted.set_result(time.perf_counter()))
