@@ -4,7 +4,8 @@ Where to connect comes from, in order: the ``dsn`` argument, ``MYSQL_DSN``
 (a URL ``mysql://user:pass@host:3306/db`` or the Go driver's
 ``user:pass@tcp(host:3306)/db?parseTime=true&charset=utf8mb4``), then the
 reference's separate variables ``MYSQL_HOST/PORT/USER/PASSWORD/DATABASE``
-(defaults localhost, 3306, root, "", trpc_agent_go).
+(defaults localhost, 3306, root, "", memchat). A database that does not exist
+is created on first connect when the account may (CREATE DATABASE … utf8mb4).
 
 Text is utf8mb4 on the connection and in the tables, with a binary NO PAD
 collation (``utf8mb4_0900_bin`` on MySQL, ``utf8mb4_nopad_bin`` on MariaDB),
@@ -34,6 +35,7 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 import aiomysql  # (imported now so a missing driver names its pip install)
+import pymysql
 import sqlalchemy as sa
 from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
@@ -47,7 +49,7 @@ ENV_DSN = "MYSQL_DSN"
 DEFAULT_HOST = "localhost"
 DEFAULT_PORT = 3306
 DEFAULT_USER = "root"
-DEFAULT_DATABASE = "trpc_agent_go"
+DEFAULT_DATABASE = "memchat"
 #: TLS options of the DSNs people write (Go's tls=, MySQL's ssl-mode=…): not
 #: supported, so refused rather than silently ignored (unless they say "off").
 TLS_OPTIONS = frozenset(
@@ -173,7 +175,7 @@ def parse_dsn(dsn: str, source: str = ENV_DSN) -> MySQLTarget:
         raise ConfigError(f"{source} is empty: give mysql://user:password@host:3306/database")
     target = _parse_url(text, source) if "://" in text else _parse_go_dsn(text, source)
     if not target.database:
-        raise ConfigError(f"{source} names no database: end it with /<database>, e.g. …:3306/trpc_agent_go")
+        raise ConfigError(f"{source} names no database: end it with /<database>, e.g. …:3306/memchat")
     return target
 
 
@@ -303,6 +305,29 @@ async def _connect(*args: Any, **kwargs: Any) -> aiomysql.Connection:
     return connection
 
 
+async def _connect_creating_database(*args: Any, **kwargs: Any) -> aiomysql.Connection:
+    """Connect; when the database does not exist, create it (if this account may) and connect
+    again, so `--memory mysql` works on a fresh server. If it may not, the original "unknown
+    database" error stands and says how to create it."""
+    try:
+        return await _connect(*args, **kwargs)
+    except pymysql.err.OperationalError as exc:
+        name = kwargs.get("db")
+        if not name or not exc.args or exc.args[0] != UNKNOWN_DATABASE:
+            raise
+        try:
+            admin = await _connect(*args, **{**kwargs, "db": None})
+            try:
+                async with admin.cursor() as cursor:
+                    quoted = "`" + name.replace("`", "``") + "`"
+                    await cursor.execute(f"CREATE DATABASE IF NOT EXISTS {quoted} CHARACTER SET utf8mb4")
+            finally:
+                admin.close()
+        except pymysql.err.MySQLError:
+            raise exc from None
+    return await _connect(*args, **kwargs)
+
+
 class MySQLStore(ServerSQLStore):
     name = "mysql"
     max_table_name = 64
@@ -354,7 +379,7 @@ class MySQLStore(ServerSQLStore):
     # -- timeouts --------------------------------------------------------
 
     def _create_connection(self, *args: Any, **kwargs: Any) -> Any:
-        return self._connect_bounded(lambda: _connect(*args, **kwargs))
+        return self._connect_bounded(lambda: _connect_creating_database(*args, **kwargs))
 
     def _abort_connection(self, driver_connection: Any) -> None:
         writer = getattr(driver_connection, "_writer", None)

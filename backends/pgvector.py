@@ -4,8 +4,8 @@ Everything the ``postgres`` backend does holds here too (psycopg 3 async,
 ``pg_advisory_xact_lock`` per user, READ COMMITTED, the same error messages),
 read from the ``PGVECTOR_*`` variables: ``PGVECTOR_DSN``, else
 ``PGVECTOR_HOST/PORT/USER/PASSWORD/DATABASE`` and ``PGVECTOR_SSLMODE``
-(defaults as the reference: localhost, 5432, postgres, "",
-trpc-agent-go-pgmemory, disable).
+(defaults localhost, 5432, postgres, "", memchat, disable; a missing database
+is created when the account may).
 
 The table is the postgres one with an ``embedding vector(D)`` column and an
 HNSW index with ``vector_cosine_ops`` (m = 16, ef_construction = 64), so a

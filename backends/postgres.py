@@ -4,8 +4,9 @@ Where to connect comes from, in order: the ``dsn`` argument, ``POSTGRES_DSN``
 (a URL ``postgres://user:pass@host:5432/db?sslmode=disable`` or a libpq
 string ``host=… port=… dbname=… user=… password=… sslmode=…``), then the
 reference's separate variables ``PG_HOST/PORT/USER/PASSWORD/DATABASE`` and
-``PG_SSLMODE`` (defaults localhost, 5432, postgres, "",
-trpc-agent-go-pgmemory, disable).
+``PG_SSLMODE`` (defaults localhost, 5432, postgres, "", memchat, disable).
+A database that does not exist is created on first connect when the account
+may (CREATE DATABASE); otherwise the error says how to create it.
 
 Topics and participants are JSONB; each memory's embedding is a float32
 BYTEA in the same row, ranked exactly in numpy (``backends/sql.py``). The
@@ -30,6 +31,8 @@ from urllib.parse import parse_qsl, unquote
 
 import psycopg
 import sqlalchemy as sa
+from psycopg import errors as pg_errors
+from psycopg import sql as pg_sql
 from sqlalchemy.dialects.postgresql import BYTEA, JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
@@ -43,7 +46,9 @@ ENV_DSN = "POSTGRES_DSN"
 DEFAULT_HOST = "localhost"
 DEFAULT_PORT = 5432
 DEFAULT_USER = "postgres"
-DEFAULT_DATABASE = "trpc-agent-go-pgmemory"
+DEFAULT_DATABASE = "memchat"
+#: Where CREATE DATABASE is sent when the target database is missing.
+MAINTENANCE_DATABASE = "postgres"
 DEFAULT_SSLMODE = "disable"
 #: The parts of the timeout the server's own lock and statement timeouts get
 #: (a lock wait is also a statement: its own reason must come first).
@@ -331,7 +336,38 @@ class PostgresStore(ServerSQLStore):
     # -- timeouts --------------------------------------------------------
 
     def _create_connection(self, *args: Any, **kwargs: Any) -> Any:
-        return self._connect_bounded(lambda: psycopg.AsyncConnection.connect(*args, **kwargs))
+        return self._connect_bounded(lambda: self._connect_creating_database(*args, **kwargs))
+
+    async def _connect_creating_database(self, *args: Any, **kwargs: Any) -> Any:
+        """Connect; when the database does not exist, create it (if this account may) and
+        connect again, so `--memory postgres` works on a fresh server. If it may not, the
+        original "does not exist" error stands and says how to create it."""
+        try:
+            return await psycopg.AsyncConnection.connect(*args, **kwargs)
+        except psycopg.OperationalError as exc:
+            if _sqlstate(exc) != INVALID_CATALOG and not re.search(r'database ".*" does not exist', str(exc)):
+                raise
+            if not await self._create_database(kwargs):
+                raise
+        return await psycopg.AsyncConnection.connect(*args, **kwargs)
+
+    async def _create_database(self, params: dict[str, Any]) -> bool:
+        """CREATE DATABASE for the target; False when the server refuses it."""
+        name = params.get("dbname") or self.target.database
+        admin = {k: v for k, v in params.items() if k != "async_creator_fn"}
+        admin["dbname"] = MAINTENANCE_DATABASE
+        try:
+            async with await psycopg.AsyncConnection.connect(**admin, autocommit=True) as conn:
+                await conn.execute(
+                    pg_sql.SQL("CREATE DATABASE {} ENCODING 'UTF8' TEMPLATE template0").format(
+                        pg_sql.Identifier(name)
+                    )
+                )
+        except pg_errors.DuplicateDatabase:
+            return True  # another process created it first
+        except psycopg.Error:
+            return False
+        return True
 
     def _abort_connection(self, driver_connection: Any) -> None:
         pgconn = getattr(driver_connection, "pgconn", None)

@@ -17,11 +17,11 @@ from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 
+from .cli_help import HELP_OPTIONS, PlainHelpCommand, PlainHelpGroup, show_version
 from .engine.model import MemchatError
 from .safe_text import one_line, printable, safe_json
 
 T = TypeVar("T")
-
 
 app = typer.Typer(
     name="memchat",
@@ -33,8 +33,15 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings=HELP_OPTIONS,
+    cls=PlainHelpGroup,
 )
-memory_app = typer.Typer(help="Inspect and edit stored memories without the chat.", no_args_is_help=True)
+memory_app = typer.Typer(
+    help="Inspect and edit stored memories without the chat.",
+    no_args_is_help=True,
+    context_settings=HELP_OPTIONS,
+    cls=PlainHelpGroup,
+)
 app.add_typer(memory_app, name="memory")
 
 
@@ -88,18 +95,21 @@ BackendOpt = Annotated[
         "chromadb (default: $MEMCHAT_MEMORY, else sqlite in the user data folder).",
         show_default=False,
         callback=_utf8("--memory"),
+        metavar="BACKEND",
     ),
 ]
 UserOpt = Annotated[
     str | None,
     typer.Option(
-        "--user", "-u", help="User id (default: user).", show_default=False, callback=_utf8("--user")
+        "--user", "-u", help="User id (default: user).", show_default=False, callback=_utf8("--user"),
+        metavar="USER",
     ),
 ]
 AppOpt = Annotated[
     str | None,
     typer.Option(
-        "--app", help="App name (default: memory-chat).", show_default=False, callback=_utf8("--app")
+        "--app", help="App name (default: memory-chat).", show_default=False, callback=_utf8("--app"),
+        metavar="NAME",
     ),
 ]
 TimeoutOpt = Annotated[
@@ -110,6 +120,7 @@ TimeoutOpt = Annotated[
         "(default 10s).",
         show_default=False,
         callback=_utf8("--timeout"),
+        metavar="DURATION",
     ),
 ]
 
@@ -123,7 +134,7 @@ def _search_help() -> str:
 SearchOpt = Annotated[
     str | None,
     typer.Option(
-        "--search", help=_search_help(), show_default=False, callback=_utf8("--search"), metavar="<mode>"
+        "--search", help=_search_help(), show_default=False, callback=_utf8("--search"), metavar="MODE"
     ),
 ]
 YesOpt = Annotated[
@@ -139,7 +150,8 @@ SoftOpt = Annotated[
     ),
 ]
 EnvFileOpt = Annotated[
-    Path | None, typer.Option("--env-file", help="Read variables from this file instead of ./.env.")
+    Path | None,
+    typer.Option("--env-file", help="Read variables from this file instead of ./.env.", metavar="PATH"),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 
@@ -201,6 +213,7 @@ def chat(
         str | None,
         typer.Option(
             "--model",
+            metavar="MODEL",
             help="Chat model (default: deepseek-v4-flash; 'offline' for the offline model).",
             callback=_utf8("--model"),
         ),
@@ -212,7 +225,9 @@ def chat(
     soft_delete: SoftOpt = None,
     preload: Annotated[
         int | None,
-        typer.Option("--preload", help="Memories put in the prompt: 0 off (default), N adaptive, -1 all."),
+        typer.Option(
+            "--preload", metavar="N", help="Memories put in the prompt: 0 off (default), N adaptive, -1 all."
+        ),
     ] = None,
     user: UserOpt = None,
     app_name: AppOpt = None,
@@ -226,6 +241,7 @@ def chat(
         list[str] | None,
         typer.Option(
             "--enable-tool",
+            metavar="TOOL",
             help="Enable a memory tool, e.g. memory_delete (repeatable).",
             callback=_utf8("--enable-tool"),
         ),
@@ -233,7 +249,10 @@ def chat(
     disable_tool: Annotated[
         list[str] | None,
         typer.Option(
-            "--disable-tool", help="Disable a memory tool (repeatable).", callback=_utf8("--disable-tool")
+            "--disable-tool",
+            metavar="TOOL",
+            help="Disable a memory tool (repeatable).",
+            callback=_utf8("--disable-tool"),
         ),
     ] = None,
     extract: Annotated[
@@ -249,6 +268,7 @@ def chat(
         str | None,
         typer.Option(
             "--extract-model",
+            metavar="MODEL",
             help="Model of the extractor (default: the chat model; 'offline' for the rule-based one, "
             "also used without OPENAI_API_KEY).",
             show_default=False,
@@ -259,6 +279,7 @@ def chat(
         int | None,
         typer.Option(
             "--extract-every",
+            metavar="N",
             help="Extract once N new messages are pending (a turn is 2: yours and the answer). "
             "Default: after every turn.",
             show_default=False,
@@ -268,6 +289,7 @@ def chat(
         str | None,
         typer.Option(
             "--extract-interval",
+            metavar="DURATION",
             help="Extract once this long has passed since the last extraction, e.g. 90s, 3m, 1h "
             "(with --extract-every: whichever comes first).",
             show_default=False,
@@ -276,12 +298,15 @@ def chat(
     ] = None,
     workers: Annotated[
         int | None,
-        typer.Option("--workers", help="Background extraction workers (default: 1).", show_default=False),
+        typer.Option(
+            "--workers", metavar="N", help="Background extraction workers (default: 1).", show_default=False
+        ),
     ] = None,
     queue_size: Annotated[
         int | None,
         typer.Option(
             "--queue-size",
+            metavar="N",
             help="Extraction jobs waiting per worker (default: 10); when full, jobs wait their turn "
             "without blocking the chat.",
             show_default=False,
@@ -291,6 +316,7 @@ def chat(
         str | None,
         typer.Option(
             "--job-timeout",
+            metavar="DURATION",
             help="Time limit of one extraction, e.g. 30s (default).",
             show_default=False,
             callback=_utf8("--job-timeout"),
@@ -300,6 +326,7 @@ def chat(
         list[str] | None,
         typer.Option(
             "--expose-tool",
+            metavar="TOOL",
             help="In auto mode, also show this memory tool to the model, e.g. memory_add (repeatable).",
             callback=_utf8("--expose-tool"),
         ),
@@ -308,21 +335,22 @@ def chat(
         str | None,
         typer.Option(
             "--update-policy",
+            metavar="POLICY",
             help="How extracted changes apply: merge_similar (default), preserve_history, append_only.",
             show_default=False,
             callback=_utf8("--update-policy"),
         ),
     ] = None,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print memchat's version and exit.", is_eager=True, callback=show_version
+        ),
+    ] = False,
 ) -> None:
     """Chat with long-term memory."""
     # `memchat --memory redis memory list` means the same as `memchat memory list --memory redis`.
-    ctx.obj = {
-        "env_file": env_file, "memory": memory, "user": user, "app": app_name, "timeout": timeout,
-        "search": search,
-    }  # fmt: skip
-    if ctx.invoked_subcommand is not None:
-        return
-    settings = _settings(
+    flags = dict(
         memory=memory, model=model, streaming=streaming, soft_delete=soft_delete, preload=preload,
         user=user, app=app_name, timeout=timeout, search=search, enable_tools=tuple(enable_tool or ()),
         disable_tools=tuple(disable_tool or ()), env_file=env_file,
@@ -330,6 +358,14 @@ def chat(
         extract_interval=extract_interval, workers=workers, queue_size=queue_size, job_timeout=job_timeout,
         expose_tools=tuple(expose_tool or ()), update_policy=update_policy,
     )  # fmt: skip
+    ctx.obj = {
+        "env_file": env_file, "memory": memory, "user": user, "app": app_name, "timeout": timeout,
+        "search": search, "chat": flags,
+    }  # fmt: skip
+    if ctx.invoked_subcommand is not None:
+        return
+    settings = _settings(**flags)
+    _say_offline_fallback(settings)
     if not plain and sys.stdin.isatty() and sys.stdout.isatty():
         from .tui import run_tui  # Textual is imported only here
 
@@ -338,6 +374,70 @@ def chat(
 
     try:
         code = asyncio.run(run_console(settings))
+    except MemchatError as exc:
+        _fail(str(exc))
+    raise typer.Exit(code)
+
+
+def _say_offline_fallback(settings: Any) -> None:
+    """A model was asked for, but there is no key: say on stderr that the offline model answers."""
+    from .agent.factory import offline_notice
+
+    notice = offline_notice(settings)
+    if notice:
+        typer.echo(notice, err=True)
+
+
+@app.command("ask", cls=PlainHelpCommand)
+def ask(
+    ctx: typer.Context,
+    question: Annotated[
+        str | None,
+        typer.Argument(
+            help="The question or message (default: read from stdin).",
+            callback=_utf8("the question"),
+            metavar="QUESTION",
+            show_default=False,
+        ),
+    ] = None,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="Also show the banner and the memory tool calls (on stderr)."
+        ),
+    ] = False,
+    backend: BackendOpt = None,
+    user: UserOpt = None,
+    app_name: AppOpt = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model", metavar="MODEL", help="Chat model (as for the chat).", callback=_utf8("--model")
+        ),
+    ] = None,
+    timeout: TimeoutOpt = None,
+    search: SearchOpt = None,
+) -> None:
+    """Ask once and print only the answer (stdout), like `llm`: memchat ask "what do I like?" or
+    echo "what do I like?" | memchat ask. Same memory, tools and settings as the chat; the chat's
+    options before `ask` apply too (memchat --preload 5 ask …)."""
+    parent = (ctx.find_root().obj or {}).get("chat", {})
+    given = {"memory": backend, "user": user, "app": app_name, "model": model, "timeout": timeout,
+             "search": search}  # fmt: skip
+    flags = {**parent, **{k: v for k, v in given.items() if v is not None}}
+    if question is None:
+        if _stdin_is_terminal():
+            _fail('give a question: memchat ask "what do I like?", or pipe it in: echo … | memchat ask')
+        question = sys.stdin.read()
+    if not question.strip():
+        _fail('the question is empty: memchat ask "what do I like?"')
+    settings = _settings(**flags)
+    _say_offline_fallback(settings)
+    from .console import ask as ask_once
+
+    try:
+        code = asyncio.run(ask_once(settings, question.strip(), stdout=sys.stdout, stderr=sys.stderr,
+                                    verbose=verbose))  # fmt: skip
     except MemchatError as exc:
         _fail(str(exc))
     raise typer.Exit(code)
@@ -439,14 +539,14 @@ def _scope(settings: Any) -> str:
     return f"user {one_line(settings.user)!r} in app {one_line(settings.app)!r}"
 
 
-@memory_app.command("list")
+@memory_app.command("list", cls=PlainHelpCommand)
 def list_memories(
     ctx: typer.Context,
     backend: BackendOpt = None,
     user: UserOpt = None,
     app_name: AppOpt = None,
     timeout: TimeoutOpt = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many (0: all).")] = 0,
+    limit: Annotated[int, typer.Option("--limit", "-n", metavar="N", help="At most this many (0: all).")] = 0,
     deleted: Annotated[bool, typer.Option("--deleted", help="Include soft-deleted memories.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
@@ -455,16 +555,18 @@ def list_memories(
     _print_entries(_run(settings, lambda svc, key: svc.read(key, limit, include_deleted=deleted)), as_json)
 
 
-@memory_app.command("search")
+@memory_app.command("search", cls=PlainHelpCommand)
 def search_memories(
     ctx: typer.Context,
-    query: Annotated[str, typer.Argument(help="What to look for.", callback=_utf8("the search query"))],
+    query: Annotated[
+        str, typer.Argument(help="What to look for.", callback=_utf8("the search query"), metavar="QUERY")
+    ],
     backend: BackendOpt = None,
     user: UserOpt = None,
     app_name: AppOpt = None,
     timeout: TimeoutOpt = None,
     search: SearchOpt = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many results.")] = 10,
+    limit: Annotated[int, typer.Option("--limit", "-n", metavar="N", help="At most this many results.")] = 10,
     as_json: JsonOpt = False,
 ) -> None:
     """Search memories by meaning and keywords (any language), ranked as the chat's memory_search
@@ -482,15 +584,20 @@ def search_memories(
     _print_entries(_run(settings, lambda svc, key: svc.search(key, query, options)), as_json)
 
 
-@memory_app.command("add")
+@memory_app.command("add", cls=PlainHelpCommand)
 def add_memory(
     ctx: typer.Context,
     text: Annotated[
-        str, typer.Argument(help="The memory, e.g. 'Likes green tea'.", callback=_utf8("the memory text"))
+        str,
+        typer.Argument(
+            help="The memory, e.g. 'Likes green tea'.", callback=_utf8("the memory text"), metavar="TEXT"
+        ),
     ],
     topic: Annotated[
         list[str] | None,
-        typer.Option("--topic", "-t", help="A topic tag (repeatable).", callback=_utf8("--topic")),
+        typer.Option(
+            "--topic", "-t", metavar="TOPIC", help="A topic tag (repeatable).", callback=_utf8("--topic")
+        ),
     ] = None,
     backend: BackendOpt = None,
     user: UserOpt = None,
@@ -506,12 +613,14 @@ def add_memory(
 MemoryIdArg = Annotated[
     str,
     typer.Argument(
-        help="Memory ID or a unique prefix of it (at least 6 characters).", callback=_utf8("the memory ID")
+        help="Memory ID or a unique prefix of it (at least 6 characters).",
+        callback=_utf8("the memory ID"),
+        metavar="ID",
     ),
 ]
 
 
-@memory_app.command("delete")
+@memory_app.command("delete", cls=PlainHelpCommand)
 def delete_memory(
     ctx: typer.Context,
     memory_id: MemoryIdArg,
@@ -550,7 +659,7 @@ def delete_memory(
     typer.echo(f"Deleted {full}" + ("" if soft else " for good"))
 
 
-@memory_app.command("restore")
+@memory_app.command("restore", cls=PlainHelpCommand)
 def restore_memory(
     ctx: typer.Context,
     memory_id: MemoryIdArg,
@@ -569,7 +678,7 @@ def restore_memory(
     typer.echo(f"Restored {entry.id}: {one_line(entry.memory.text)}")
 
 
-@memory_app.command("clear")
+@memory_app.command("clear", cls=PlainHelpCommand)
 def clear_memories(
     ctx: typer.Context,
     backend: BackendOpt = None,
@@ -606,7 +715,7 @@ def clear_memories(
     typer.echo(f"Cleared {cleared} memories")
 
 
-@memory_app.command("count")
+@memory_app.command("count", cls=PlainHelpCommand)
 def count_memories(
     ctx: typer.Context,
     backend: BackendOpt = None,

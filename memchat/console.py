@@ -96,6 +96,21 @@ def banner(runner: Runner, *, offline_reason: str = "", extraction: str = "") ->
     return lines
 
 
+def tool_calls_text(event: ToolCallsRequested) -> str:
+    """The 🔧 block of the reference's transcript for one round of tool calls."""
+    lines = ["🔧 Memory tool calls initiated:"]
+    for call in event.calls:
+        lines.append(f"   • {one_line(call.name)} (ID: {one_line(call.id)})")
+        if call.arguments.strip():
+            lines.append(f"     Args: {printable(call.arguments)}")
+    return "\n".join(lines) + "\n\n🔄 Executing memory tools...\n"
+
+
+def tool_result_text(event: ToolFinished) -> str:
+    mark, label = ("❌", "Memory tool error") if event.is_error else ("✅", "Memory tool response")
+    return f"{mark} {label} (ID: {one_line(event.call.id)}): {printable(event.content.strip())}\n"
+
+
 def command_help() -> list[str]:
     return ["💡 Special commands:", *(f"   {name:<9} - {what}" for name, what in COMMANDS.items())]
 
@@ -181,20 +196,10 @@ class Console:
             elif isinstance(event, ToolCallsRequested):
                 if not at_line_start:
                     self.write("\n")
-                self.write("🔧 Memory tool calls initiated:\n")
-                for call in event.calls:
-                    self.write(f"   • {one_line(call.name)} (ID: {one_line(call.id)})\n")
-                    if call.arguments.strip():
-                        self.write(f"     Args: {printable(call.arguments)}\n")
-                self.write("\n🔄 Executing memory tools...\n")
+                self.write(tool_calls_text(event))
                 at_line_start = True
             elif isinstance(event, ToolFinished):
-                mark, label = (
-                    ("❌", "Memory tool error") if event.is_error else ("✅", "Memory tool response")
-                )
-                self.write(
-                    f"{mark} {label} (ID: {one_line(event.call.id)}): {printable(event.content.strip())}\n"
-                )
+                self.write(tool_result_text(event))
                 at_line_start = True
             elif isinstance(event, TurnError):
                 self.write(f"\n❌ Error: {printable(event.message)}\n")
@@ -329,5 +334,52 @@ async def run_console(
             extraction=extraction_summary(settings),
         )
         return await console.run(stdin)
+    finally:
+        await close_runner(runner)
+
+
+async def ask(
+    settings, question: str, *, stdout: TextIO, stderr: TextIO, verbose: bool = False
+) -> int:
+    """One question, one answer (``memchat ask``): the same runner, memory and
+    tools as the chat, but only the answer goes to ``stdout``. The text a model
+    writes before calling tools, the tool traffic and the banner go to
+    ``stderr`` with ``verbose``, and nowhere otherwise. 0, or 1 when the turn
+    hit an error (said on stderr)."""
+    from .agent.factory import close_runner, embedder_notice, extraction_summary, open_runner
+
+    notice = embedder_notice(settings)
+    if notice:
+        stderr.write(notice + "\n")
+    runner = await open_runner(settings, progress=ProgressPrinter(stderr))
+    # The answer is printed whole once its round ends (the text of a round that calls
+    # tools is not the answer), so pacing a stream would only make it slower.
+    runner.streaming = False
+    trace = stderr if verbose else None
+    failed = False
+    try:
+        if trace:
+            offline = settings.offline_reason if settings.offline else ""
+            lines = banner(runner, offline_reason=offline, extraction=extraction_summary(settings))
+            trace.write("\n".join(lines[: lines.index(RULE)]) + "\n")
+        answer: list[str] = []
+        async for event in runner.run(question):
+            if isinstance(event, TextDelta):
+                answer.append(event.text)
+            elif isinstance(event, ToolCallsRequested):
+                if trace:
+                    said = "".join(answer).strip()
+                    trace.write((f"🤖 {printable(said)}\n" if said else "") + tool_calls_text(event))
+                answer.clear()
+            elif isinstance(event, ToolFinished) and trace:
+                trace.write(tool_result_text(event))
+            elif isinstance(event, TurnError):
+                failed = True
+                stderr.write(f"memchat: {one_line(event.message)}\n")
+        text = printable("".join(answer).strip("\n"))
+        if text:
+            stdout.write(text + "\n")
+            stdout.flush()
+        return 1 if failed else 0
     finally:
         await close_runner(runner)

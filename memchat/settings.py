@@ -153,7 +153,22 @@ class Settings:
     def offline_reason(self) -> str:
         if self.model == OFFLINE_MODEL:
             return "chosen with --model offline"
+        if self.offline_fallback:
+            return f"{self.model} needs OPENAI_API_KEY, which is not set"
         return "no OPENAI_API_KEY is set"
+
+    @property
+    def offline_fallback(self) -> bool:
+        """A real model was asked for (flag, variable or config file), but there is no key:
+        the offline model answers instead, which the CLI and the header say."""
+        return self.offline and self.model != OFFLINE_MODEL and "model" in self.sources
+
+    @property
+    def model_label(self) -> str:
+        """The model as the header shows it ("offline (no key for gpt-4o)" for a fallback)."""
+        if not self.offline:
+            return self.model
+        return f"{OFFLINE_MODEL} (no key for {self.model})" if self.offline_fallback else OFFLINE_MODEL
 
     @classmethod
     def load(

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from memchat.engine import BackendError, ConfigError, UserKey
+from memchat.engine import BackendError, ConfigError, MemoryService, UserKey
 from tests import vector_contract as contract
 from tests.support import require
 from tests.vector_servers import ServerUnavailable, pgvector_dsn
@@ -186,6 +186,20 @@ async def test_stores_on_two_tables_create_the_extension_once(dsn) -> None:
             conn.execute("DROP TABLE IF EXISTS " + ", ".join(f'"{t}"' for t in tables))
 
 
+async def test_a_missing_database_is_created_with_the_vector_extension(dsn) -> None:
+    """`--memory pgvector` on a fresh server: the database (and then the extension) is made."""
+    database = f"memchat_{uuid.uuid4().hex[:12]}"
+    target = dsn.rsplit("/", 1)[0] + "/" + database if "://" in dsn else f"{dsn} dbname={database}"
+    try:
+        async with MemoryService(create("pgvector", dsn=target)) as svc:
+            await svc.add(UserKey("memory-chat", "user"), "stored in a database memchat created")
+        with _connect(dsn) as conn:
+            assert conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,)).fetchone()
+    finally:
+        with _connect(dsn) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+
+
 # -- configuration -------------------------------------------------------------
 
 
@@ -229,9 +243,9 @@ def test_an_invalid_sslmode_is_a_config_error(env, source) -> None:
     assert store.target.params["sslmode"] == "verify-full"
 
 
-def test_the_defaults_are_the_references() -> None:
+def test_the_defaults_are_the_references_but_the_database_is_memchat() -> None:
     store = create("pgvector", env={})
-    assert store.target.location() == "postgres@localhost:5432/trpc-agent-go-pgmemory"
+    assert store.target.location() == "postgres@localhost:5432/memchat"
     assert store.table.name == "memories"
 
 

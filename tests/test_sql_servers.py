@@ -221,10 +221,10 @@ def test_a_mysql_tls_option_is_refused_rather_than_ignored(dsn: str) -> None:
         create("mysql", env={"MYSQL_DSN": off})
 
 
-def test_mysql_defaults_are_the_references() -> None:
+def test_mysql_defaults_are_the_references_but_the_database_is_memchat() -> None:
     store = create("mysql", env={})
-    assert store.target == MySQLTarget("localhost", 3306, "root", "", "trpc_agent_go")
-    assert store.describe() == "mysql (root@localhost:3306/trpc_agent_go, table memories)"
+    assert store.target == MySQLTarget("localhost", 3306, "root", "", "memchat")
+    assert store.describe() == "mysql (root@localhost:3306/memchat, table memories)"
     assert store.table.name == "memories" and store.locks.name == "memories_locks"
 
 
@@ -245,16 +245,16 @@ def test_mysql_fields_then_dsn_then_argument_take_priority() -> None:
         create("mysql", env={"MYSQL_PORT": "x"})
 
 
-def test_postgres_defaults_are_the_references() -> None:
+def test_postgres_defaults_are_the_references_but_the_database_is_memchat() -> None:
     store = create("postgres", env={})
     assert store.target.params == {
         "host": "localhost",
         "port": "5432",
         "user": "postgres",
-        "dbname": "trpc-agent-go-pgmemory",
+        "dbname": "memchat",
         "sslmode": "disable",
     }
-    assert store.describe() == "postgres (postgres@localhost:5432/trpc-agent-go-pgmemory, table memories)"
+    assert store.describe() == "postgres (postgres@localhost:5432/memchat, table memories)"
 
 
 def test_postgres_fields_then_dsn_then_argument_take_priority() -> None:
@@ -457,22 +457,55 @@ async def test_postgres_tables_can_live_in_their_own_schema(tmp_path: Path) -> N
         await _drop_tables("postgres", options["dsn"], [f"{schema}.{options['table']}"], schema=schema)
 
 
-async def test_a_missing_database_is_one_clear_error(server_options) -> None:
+async def test_a_missing_database_is_created_when_the_account_may(server_options) -> None:
+    """`--memory postgres|mysql` works on a fresh server: the database is created on first use."""
     name, options = server_options
-    dsn = options["dsn"].rsplit("/", 1)[0] + "/memchat_no_such_db"
-    message = await _failure(create(name, dsn=dsn, table=options["table"]))
-    assert "database memchat_no_such_db does not exist: create it (CREATE DATABASE" in message
-    assert "or set the database in the DSN" in message
+    database = f"memchat_{uuid.uuid4().hex[:12]}"
+    dsn = options["dsn"].rsplit("/", 1)[0] + "/" + database
+    try:
+        async with MemoryService(create(name, dsn=dsn, table=options["table"])) as svc:
+            await svc.add(KEY, "stored in a database memchat created")
+        async with MemoryService(create(name, dsn=dsn, table=options["table"])) as svc:
+            assert [e.memory.text for e in await svc.read(KEY)] == ["stored in a database memchat created"]
+        assert await asyncio.to_thread(_database_exists, name, options["dsn"], database)
+    finally:
+        await asyncio.to_thread(_drop_database, name, options["dsn"], database)
+    assert not await asyncio.to_thread(_database_exists, name, options["dsn"], database)
 
 
-async def test_missing_database_from_the_variables_names_the_variable() -> None:
-    env = _mysql_env_from_harness()
-    env["MYSQL_DATABASE"] = "memchat_no_such_db"
-    message = await _failure(create("mysql", env=env))
-    assert message.endswith("or set MYSQL_DATABASE")
-    assert message.startswith(
-        f"mysql backend at {env['MYSQL_USER']}@{env['MYSQL_HOST']}:{env['MYSQL_PORT']}/"
+def _database_exists(name: str, admin_dsn: str, database: str) -> bool:
+    query = (
+        "SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = %s"
+        if name == "mysql"
+        else "SELECT 1 FROM pg_database WHERE datname = %s"
     )
+    return bool(_admin_rows(name, admin_dsn, query, (database,)))
+
+
+def _drop_database(name: str, admin_dsn: str, database: str) -> None:
+    if name == "mysql":
+        _admin("mysql", parse_mysql_dsn(admin_dsn), f"DROP DATABASE IF EXISTS `{database}`")
+    else:
+        _admin("postgres", parse_pg_dsn(admin_dsn), f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+
+
+def _admin_rows(name: str, admin_dsn: str, query: str, args: tuple[Any, ...]) -> list[Any]:
+    if name == "mysql":
+        import pymysql
+
+        params = parse_mysql_dsn(admin_dsn).connect_args()
+        params["database"] = params.pop("db")
+        conn = pymysql.connect(**params)
+        try:
+            with conn.cursor() as cur:
+                cur.execute(query, args)
+                return list(cur.fetchall())
+        finally:
+            conn.close()
+    import psycopg
+
+    with psycopg.connect(**parse_pg_dsn(admin_dsn).params, autocommit=True) as conn:
+        return conn.execute(query, args).fetchall()
 
 
 @pytest.mark.parametrize("name", SERVERS)
@@ -709,17 +742,6 @@ def _mysql_dsn(server: MariaDB, user: str = "pw_user", password: str = SECRET, d
     return f"{user}:{password}@tcp(127.0.0.1:{server.port})/{db}?parseTime=true&charset=utf8mb4"
 
 
-def _mysql_env_from_harness() -> dict[str, str]:
-    target = parse_mysql_dsn(os.environ.get("MEMCHAT_TEST_MYSQL_DSN") or "mysql://root@127.0.0.1:3306/test")
-    return {
-        "MYSQL_HOST": target.host,
-        "MYSQL_PORT": str(target.port),
-        "MYSQL_USER": target.user,
-        "MYSQL_PASSWORD": target.password,
-        "MYSQL_DATABASE": target.database,
-    }
-
-
 async def _failure(store: Any) -> str:
     """The message of the BackendError a first call raises; checks its form."""
     svc = MemoryService(store)
@@ -757,13 +779,24 @@ async def test_mysql_permission_denied(mariadb: MariaDB) -> None:
     )
 
 
-async def test_mysql_missing_database(mariadb: MariaDB) -> None:
-    message = await _failure(create("mysql", dsn=_mysql_dsn(mariadb, user="root", password="", db="nope")))
+async def test_mysql_missing_database_the_account_may_not_create(mariadb: MariaDB) -> None:
+    # May use `nope` once it exists (so the server says "unknown database"), may not create it.
+    mariadb.sql(
+        f"CREATE USER IF NOT EXISTS 'no_create'@'%' IDENTIFIED BY '{SECRET}'",
+        "GRANT SELECT ON nope.* TO 'no_create'@'%'",
+    )
+    message = await _failure(create("mysql", dsn=_mysql_dsn(mariadb, user="no_create", db="nope")))
     assert message == (
-        f"mysql backend at root@127.0.0.1:{mariadb.port}/nope: connecting and creating the table failed: "
-        "database nope does not exist: create it (CREATE DATABASE `nope` CHARACTER SET utf8mb4) "
+        f"mysql backend at no_create:***@127.0.0.1:{mariadb.port}/nope: connecting and creating the table "
+        "failed: database nope does not exist: create it (CREATE DATABASE `nope` CHARACTER SET utf8mb4) "
         "or set the database in the DSN"
     )
+    env = {
+        "MYSQL_HOST": "127.0.0.1", "MYSQL_PORT": str(mariadb.port), "MYSQL_USER": "no_create",
+        "MYSQL_PASSWORD": SECRET, "MYSQL_DATABASE": "nope",
+    }  # fmt: skip
+    message = await _failure(create("mysql", env=env))
+    assert message.endswith("or set MYSQL_DATABASE")
 
 
 async def test_postgres_wrong_password(postgres: Postgres, caplog) -> None:

@@ -52,6 +52,11 @@ class TurnStats:
     tool_time: float
     tool_calls: int
     elapsed: float
+    #: False when the answer came whole (non-streaming): there is then no first token
+    #: or rate to speak of, only how long the model took (``model_time``).
+    streamed: bool = True
+    #: Seconds spent waiting for the model, over every round of the turn.
+    model_time: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

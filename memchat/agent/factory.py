@@ -23,15 +23,11 @@ if TYPE_CHECKING:
 #: (``.done``, ``.total``, ``.percent``, ``.message()``).
 Progress = Callable[["EmbeddingProgress"], object]
 
-#: Seconds between the offline model's streamed pieces, so streaming is visible.
-OFFLINE_STREAM_DELAY = 0.012
-
-
 def create_model(settings: Settings) -> ChatModel:
     if settings.offline:
-        from .offline import OfflineModel
+        from .offline import STREAM_TOKENS_PER_SECOND, OfflineModel
 
-        return OfflineModel(delay=OFFLINE_STREAM_DELAY)
+        return OfflineModel(tokens_per_second=STREAM_TOKENS_PER_SECOND)
     from .openai_model import OpenAIChatModel
 
     return OpenAIChatModel(
@@ -39,18 +35,23 @@ def create_model(settings: Settings) -> ChatModel:
     )
 
 
+def offline_notice(settings: Settings) -> str:
+    """One line when a model was asked for (flag, variable or config file) but there is no
+    key, so the offline model answers instead ("" otherwise, and for the default model)."""
+    if not settings.offline_fallback:
+        return ""
+    return (
+        f"memchat: OPENAI_API_KEY is not set, so the offline model answers instead of {settings.model}: "
+        "set OPENAI_API_KEY (and OPENAI_BASE_URL) to use it"
+    )
+
+
 def offline_facts(text: str) -> Iterator[tuple[str, list[str]]]:
     """The statements about the user in one message, as the offline model reads
     them (including "remember that …"): the rule-based extractor's fact finder."""
-    from . import offline
+    from .offline import facts_in
 
-    chinese = bool(offline._HAN.search(text))
-    remember = (offline._ZH_REMEMBER if chinese else offline._EN_REMEMBER).match(text.strip())
-    if remember:
-        memory = offline._third_person(remember.group(1), chinese)
-        yield memory, offline._topics_for(memory, ["notes"])
-        return
-    yield from offline.extract_facts(text).memories
+    yield from facts_in(text)
 
 
 def extraction_checkers(settings: Settings) -> list[Checker]:

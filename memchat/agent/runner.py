@@ -183,6 +183,8 @@ class Runner:
         completion_tokens = 0
         tool_time = 0.0
         tool_calls = 0
+        model_time = 0.0
+        streamed = self.streaming
         answer: list[str] = []  # text of the current model round, until it is committed
         text_so_far: list[str] = []
         pending_calls: list[ToolCall] = []  # requested, not yet answered in history
@@ -192,12 +194,15 @@ class Runner:
             streaming_time = (last_token - first_token) if first_token and last_token else 0.0
             rate = completion_tokens / streaming_time if streaming_time > 0 and completion_tokens else None
             return TurnStats(
-                time_to_first_token=(first_token - started) if first_token else None,
+                # Without streaming the whole answer is the "first token": not a figure to show.
+                time_to_first_token=(first_token - started) if first_token and streamed else None,
                 completion_tokens=completion_tokens,
-                tokens_per_second=rate,
+                tokens_per_second=rate if streamed else None,
                 tool_time=tool_time,
                 tool_calls=tool_calls,
                 elapsed=time.perf_counter() - started,
+                streamed=streamed,
+                model_time=model_time,
             )
 
         try:
@@ -208,9 +213,11 @@ class Runner:
                 yield TurnError(f"could not preload memories: {exc}")
             for round_number in range(self.max_tool_rounds + 1):
                 reply: ModelReply | None = None
+                asked = time.perf_counter()
                 async for event in self.model.stream(
                     messages, [t.schema for t in self.tools.values()], streaming=self.streaming
                 ):
+                    model_time += time.perf_counter() - asked
                     if isinstance(event, TextChunk):
                         if not event.text:
                             continue
@@ -222,6 +229,7 @@ class Runner:
                         yield TextDelta(event.text)
                     else:
                         reply = event
+                    asked = time.perf_counter()  # the consumer's time is not the model's
                 if reply is None:
                     raise ModelError("the model ended its answer without a final message")
                 answer.clear()

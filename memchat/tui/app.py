@@ -170,7 +170,7 @@ class MemchatApp(App[int]):
     def get_default_screen(self) -> Screen:
         settings = self.settings
         return ChatScreen(
-            model="offline" if settings.offline else settings.model,
+            model=settings.model_label,
             backend=settings.memory,
             user=settings.user,
             streaming=self.streaming,
@@ -234,7 +234,8 @@ class MemchatApp(App[int]):
         runner = self.runner = message.runner
         runner.streaming = self.streaming
         header = self.chat.header
-        header.model = runner.model.name
+        # "offline (no key for gpt-4o)" when a model was asked for without a key.
+        header.model = self.settings.model_label if runner.model.name == "offline" else runner.model.name
         header.backend = runner.service.store.name
         header.session = runner.session_id
         header.status = "ready"

@@ -25,6 +25,8 @@ def duration(seconds: float) -> str:
 def stats_line(stats: TurnStats) -> str:
     """The line under each answer: time to first token, rate, tool time, total."""
     parts: list[str] = []
+    if not stats.streamed:  # the answer came whole: how long the model took, no rate
+        parts.append(f"answer {duration(stats.model_time)} (not streamed)")
     if stats.time_to_first_token is not None:
         parts.append(f"first token {duration(stats.time_to_first_token)}")
     if stats.tokens_per_second:
