@@ -57,12 +57,12 @@ def conversation_lines(records: Sequence[SessionRecord], limit: int = 0) -> list
         elif record.role == "user":
             lines.append(f"👤 You: {printable(str(data.get('content') or ''))}")
         elif record.role == "assistant":
+            if data.get("content"):
+                lines.append(f"🤖 Assistant: {printable(str(data['content']))}")
             for call in data.get("tool_calls") or ():
                 function = call.get("function") or {}
                 name, arguments = str(function.get("name", "?")), str(function.get("arguments", ""))
                 lines.append(f"🔧 {one_line(name)} {one_line(arguments)}")
-            if data.get("content"):
-                lines.append(f"🤖 Assistant: {printable(str(data['content']))}")
         elif record.role == "tool":
             mark = "❌" if record.meta.get("is_error") else "✅"
             lines.append(f"{mark} {one_line(str(data.get('content') or ''))[:200]}")
