@@ -103,6 +103,9 @@ _ZH_NAME = re.compile(
     r"^(?:我叫|我是|我的名字是|叫我)\s*([\u4e00-\u9fffA-Za-z][\u4e00-\u9fffA-Za-z ]{0,11})$"
 )
 _ZH_REMEMBER = re.compile(r"^(?:请)?(?:记住|记一下|帮我记住)[:：,，]?\s*(.+)$", re.S)
+#: "What did I just say?": answered from the conversation history.
+_EN_SAID = re.compile(r"^what\s+did\s+i\s+(?:just\s+|last\s+)?(?:say|write|tell\s+you)\b|^what\s+was\s+my\s+(?:last|previous)\s+message\b", re.I)
+_ZH_SAID = re.compile(r"我(?:刚才|刚刚|之前|上一句)?说了什么")
 _GREETING = re.compile(r"^(?:hi|hello|hey|你好|您好|嗨|哈喽)[\s,，!！.。]*", re.I)
 
 
@@ -319,6 +322,11 @@ class OfflineModel:
         seed = f"{len(messages)}|{user_text}"
         if results:
             return self._after_tools(user_text, called, results, available, chinese, seed)
+        if (_ZH_SAID if chinese else _EN_SAID).search(user_text.strip()):
+            # Answered from the conversation the model was given, not from memory
+            # (so a resumed session shows that its history reached the model).
+            earlier = [str(m.get("content") or "") for m in messages[:last_user] if m.get("role") == "user"]
+            return (_say(chinese, "you_said", text=earlier[-1]) if earlier else _say(chinese, "said_nothing")), []
         text, calls = self._first_round(user_text, available, chinese, seed)
         if _background_memory(messages) and text in (
             _say(chinese, "add_disabled"),
@@ -441,6 +449,8 @@ _PHRASES: dict[str, tuple[str, str]] = {
              "（“我喜欢什么？”）。设置 OPENAI_API_KEY（其他服务商再设 OPENAI_BASE_URL）即可使用真正的模型。"),
     "greet_name": ("Nice to meet you, {name}! Let me remember that.", "你好{name}！很高兴认识你，我把这个记下来。"),
     "looking": ("Let me check my memory.", "我来查看一下记忆。"),
+    "you_said": ("Earlier in this conversation you said: “{text}”", "你在这次对话里之前说的是：“{text}”"),
+    "said_nothing": ("You haven't said anything else in this conversation yet.", "这次对话里你还没有说过别的话。"),
     "remembered": ("Got it, I'll remember: {items}.", "好的，我记住了：{items}。"),
     "recall": ("Here's what I remember:\n{items}", "根据我的记忆：\n{items}"),
     "no_memories": ("I don't have any memories about that yet. Tell me and I'll remember.",
