@@ -110,10 +110,10 @@ class SessionsScreen(ModalScreen[SessionsClosed]):
             )
             table: DataTable = DataTable(id="sessions-table", cursor_type="row", zebra_stripes=True)
             table.add_column("", key="mark", width=1)
-            table.add_column("Title", key="title", width=56)
+            table.add_column("Title", key="title", width=46)
             table.add_column("Last active", key="when", width=14)
             table.add_column("Messages", key="count", width=8)
-            table.add_column("Session", key="id", width=26)
+            table.add_column("Session", key="id", width=28)
             yield table
             yield Static(
                 Content.from_markup(
