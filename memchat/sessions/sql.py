@@ -107,6 +107,17 @@ class SQLSessionStore:
             **options,
         )
 
+        # The append path's statements, built once (a message is saved often).
+        s = self.sessions
+        scope = sa.and_(
+            s.c.app_name == sa.bindparam("app"),
+            s.c.user_id == sa.bindparam("user"),
+            s.c.session_id == sa.bindparam("sid"),
+        )
+        self._find_session = sa.select(*s.c).where(scope)
+        counts = ("updated_at", "message_count", "record_count", "model", "backend")
+        self._update_session = s.update().where(scope).values({c: sa.bindparam(f"new_{c}") for c in counts})
+
     @property
     def table_names(self) -> list[str]:
         return [t.name for t in self.metadata.sorted_tables]
@@ -195,11 +206,11 @@ class SQLSessionStore:
     async def append(
         self, key: UserKey, session: SessionInfo, records: Sequence[SessionRecord]
     ) -> SessionInfo:
-        s, r = self.sessions, self.records_table
-        where = self._session(s, key, session.id)
+        r = self.records_table
+        scope = {"app": key.app, "user": key.user, "sid": session.id}
 
         def work(conn: sa.Connection) -> SessionInfo:
-            row = (conn.execute(sa.select(*s.c).where(where))).first()
+            row = conn.execute(self._find_session, scope).first()
             info = self._info(row) if row is not None else session
             base = info.record_count if row is not None else 0
             counted = (info.message_count if row is not None else 0) + sum(x.counted for x in records)
@@ -225,13 +236,14 @@ class SQLSessionStore:
             }
             if row is None:
                 conn.execute(
-                    s.insert().values(
-                        app_name=key.app, user_id=key.user, session_id=session.id,
-                        title=session.title[:255], created_at=micros(session.created_at), **values,
-                    )
+                    self.sessions.insert(),
+                    {
+                        "app_name": key.app, "user_id": key.user, "session_id": session.id,
+                        "title": session.title[:255], "created_at": micros(session.created_at), **values,
+                    },
                 )  # fmt: skip
             else:
-                conn.execute(s.update().where(where).values(**values))
+                conn.execute(self._update_session, {**scope, **{f"new_{k}": v for k, v in values.items()}})
             return SessionInfo(
                 id=session.id, title=info.title, created_at=info.created_at, updated_at=updated,
                 message_count=counted, record_count=base + len(records),
