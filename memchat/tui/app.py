@@ -115,7 +115,8 @@ class MemchatApp(SessionActions, App[int]):
         Binding("ctrl+n", "new_session", "New", tooltip="Start a new session (memories are kept)"),
         Binding("ctrl+b", "toggle_memories", "Memories", tooltip="Show or hide the memory panel"),
         Binding("ctrl+t", "toggle_streaming", "Stream", tooltip="Toggle streaming output"),
-        Binding("ctrl+o", "sessions", "Sessions", tooltip="Saved sessions: open, rename, delete, search"),
+        # Not in the footer (it is full): /help and the command palette list it.
+        Binding("ctrl+o", "sessions", "Sessions", show=False, tooltip="Saved sessions: open, rename, delete"),
         Binding("ctrl+y", "copy_message", "Copy", priority=True, tooltip="Copy the selected or last answer"),
         Binding("f1", "help", "Help", tooltip="Show commands and keys"),
         Binding("ctrl+q", "quit", "Quit", priority=True),
