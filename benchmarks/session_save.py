@@ -50,6 +50,9 @@ ANSWER = (
 )
 
 
+RESULT = '{"query":"drink morning","results":[{"memory":"User likes green tea","score":0.71}]}'
+
+
 def message(i: int) -> SessionRecord:
     kind = i % 4
     if kind == 0:
@@ -59,8 +62,7 @@ def message(i: int) -> SessionRecord:
             {"id": f"call_{i}", "type": "function",
              "function": {"name": "memory_search", "arguments": '{"query": "drink morning"}'}}]}  # fmt: skip
     elif kind == 2:
-        data = {"role": "tool", "tool_call_id": f"call_{i - 1}",
-                "content": '{"query":"drink morning","results":[{"memory":"User likes green tea","score":0.71}]}'}  # fmt: skip
+        data = {"role": "tool", "tool_call_id": f"call_{i - 1}", "content": RESULT}
     else:
         data = {"role": "assistant", "content": ANSWER}
     return SessionRecord("message", data, {"name": "memory_search"} if kind == 2 else {})
@@ -84,8 +86,10 @@ def session_store(backend: str, folder: Path):
 async def bench_append(store, messages: int) -> list[float]:
     await store.open()
     times = []
+    session = SessionInfo(id="")
     for i in range(messages):
-        session = SessionInfo(id=f"bench-{uuid.uuid4().hex[:8]}" if i % PER_SESSION == 0 else session.id)  # noqa: F821
+        if i % PER_SESSION == 0:
+            session = SessionInfo(id=f"bench-{uuid.uuid4().hex[:8]}")
         started = time.perf_counter()
         await store.append(KEY, session, [message(i)])
         times.append(time.perf_counter() - started)
@@ -128,7 +132,9 @@ async def bench_turns(store, turns: int) -> tuple[list[float], list[float], list
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("backends", nargs="*", default=["sqlite"])
     parser.add_argument("--messages", type=int, default=2000)
     parser.add_argument("--turns", type=int, default=300)

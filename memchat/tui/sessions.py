@@ -20,7 +20,6 @@ from memchat.agent.events import TurnStats
 from memchat.agent.llm import ToolCall
 from memchat.safe_text import one_line, printable
 
-from .screens.sessions import SessionsClosed, SessionsScreen
 from .widgets.message import AssistantMessage
 
 if TYPE_CHECKING:
@@ -29,6 +28,7 @@ if TYPE_CHECKING:
     from memchat.sessions.model import SessionRecord
     from memchat.sessions.recorder import SessionRecorder
 
+    from .screens.sessions import SessionsClosed
     from .widgets.chat_log import ChatLog
 
 #: Turns of a continued session shown as live messages; older ones as plain text.
@@ -212,6 +212,8 @@ class SessionActions:
             )
             return
         assert self.runner is not None
+        from .screens.sessions import SessionsScreen  # DataTable loads with the first use
+
         screen = SessionsScreen(recorder, current=self.runner.session_id)
         self.push_screen(screen, self._sessions_closed)  # type: ignore[attr-defined]
 
