@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from memchat.engine.model import UserKey
 
-from .model import SessionInfo, SessionNotFoundError, SessionRecord
+from .model import SessionInfo, SessionNotFoundError, SessionRecord, storable
 from .store import INPUT_HISTORY, check_title, matches, search_text
 
 
@@ -34,7 +34,8 @@ class InMemorySessionStore:
     ) -> SessionInfo:
         async with self._lock:
             sessions = self._sessions.setdefault(key, {})
-            info, stored = sessions.get(session.id) or (replace(session, message_count=0, record_count=0), [])
+            new = replace(session, title=storable(session.title), message_count=0, record_count=0)
+            info, stored = sessions.get(session.id) or (new, [])
             start = len(stored)
             stored.extend(replace(r, seq=start + i) for i, r in enumerate(records))
             info = replace(
@@ -82,7 +83,7 @@ class InMemorySessionStore:
 
     async def add_input(self, key: UserKey, text: str) -> None:
         inputs = self._inputs.setdefault(key, [])
-        inputs.append(text)
+        inputs.append(storable(text))
         del inputs[:-INPUT_HISTORY]
 
     async def inputs(self, key: UserKey, limit: int = INPUT_HISTORY) -> list[str]:

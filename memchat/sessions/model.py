@@ -15,6 +15,7 @@ Only ``message`` records go back to the model when a session is resumed.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -37,13 +38,23 @@ class SessionNotFoundError(MemchatError, LookupError):
         )
 
 
+#: What no database column can hold as text: NUL (PostgreSQL) and lone surrogates (UTF-8).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable(text: str) -> str:
+    """``text`` with NUL and lone surrogates (undecodable input) as U+FFFD, for
+    columns searched or shown as text; records keep the exact text as JSON escapes."""
+    return _UNSTORABLE.sub("\ufffd", text)
+
+
 def now_utc() -> datetime:
     return datetime.now(UTC)
 
 
 def make_title(text: str) -> str:
     """A session's default title: the first line of its first message, shortened."""
-    line = " ".join(str(text or "").split())
+    line = " ".join(storable(str(text or "")).split())
     if len(line) > TITLE_LENGTH:
         line = line[: TITLE_LENGTH - 1].rstrip() + "…"
     return line or "(untitled)"
@@ -99,7 +110,10 @@ class SessionRecord:
 
     def payload(self) -> str:
         """The record as stored: one JSON object (kind, data, meta)."""
-        return json.dumps({"kind": self.kind, "data": self.data, "meta": self.meta}, ensure_ascii=False)
+        value = {"kind": self.kind, "data": self.data, "meta": self.meta}
+        text = json.dumps(value, ensure_ascii=False)
+        # Lone surrogates cannot be encoded: then every non-ASCII character is escaped.
+        return json.dumps(value) if _UNSTORABLE.search(text) else text
 
     @classmethod
     def from_payload(cls, text: str, created_at: int, seq: int) -> SessionRecord:

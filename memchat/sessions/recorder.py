@@ -22,7 +22,7 @@ from typing import Any
 
 from memchat.engine.model import UserKey
 
-from .model import SessionInfo, SessionRecord, now_utc, title_of
+from .model import SessionInfo, SessionRecord, now_utc, storable, title_of
 from .store import SessionStore
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ class SessionRecorder:
     def input(self, text: str) -> None:
         """One line typed at the prompt (for ↑/↓ in the next run)."""
         if text.strip():
-            self._enqueue("input", "", text)
+            self._enqueue("input", "", storable(text))
 
     def known(self, info: SessionInfo) -> None:
         """A session loaded from the store (resumed): later records continue it."""

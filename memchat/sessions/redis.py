@@ -22,7 +22,7 @@ from typing import Any
 from backends.redis import RedisStore, escape_key_part, join_prefix
 from memchat.engine.model import UserKey, from_micros
 
-from .model import SessionInfo, SessionNotFoundError, SessionRecord, micros, now_utc
+from .model import SessionInfo, SessionNotFoundError, SessionRecord, micros, now_utc, storable
 from .store import INPUT_HISTORY, check_title, matches, search_text
 
 #: Set the title only where the session exists: a rename never brings a deleted one back.
@@ -87,7 +87,7 @@ class RedisSessionStore:
 
         async def write(client: Any) -> SessionInfo:
             async with client.pipeline(transaction=True) as pipe:
-                pipe.hsetnx(info_key, "title", session.title)
+                pipe.hsetnx(info_key, "title", storable(session.title))
                 pipe.hsetnx(info_key, "created_at", micros(session.created_at))
                 fields = {"updated_at": updated}
                 if session.model:
@@ -174,7 +174,7 @@ class RedisSessionStore:
 
         async def write(client: Any) -> None:
             async with client.pipeline(transaction=True) as pipe:
-                pipe.rpush(inputs, text)
+                pipe.rpush(inputs, storable(text))
                 pipe.ltrim(inputs, -INPUT_HISTORY, -1)
                 await pipe.execute()
 

@@ -34,7 +34,7 @@ from backends.sqlite import SQLiteStore
 from backends.sqlite import _install_transaction_control as install_transaction_control
 from memchat.engine.model import UserKey, from_micros
 
-from .model import SessionInfo, SessionNotFoundError, SessionRecord, micros, now_utc
+from .model import SessionInfo, SessionNotFoundError, SessionRecord, micros, now_utc, storable
 from .store import INPUT_HISTORY, check_title, search_text
 
 T = TypeVar("T")
@@ -239,7 +239,8 @@ class SQLSessionStore:
                     self.sessions.insert(),
                     {
                         "app_name": key.app, "user_id": key.user, "session_id": session.id,
-                        "title": session.title[:255], "created_at": micros(session.created_at), **values,
+                        "title": storable(session.title)[:255], "created_at": micros(session.created_at),
+                        **values,
                     },
                 )  # fmt: skip
             else:
@@ -330,7 +331,9 @@ class SQLSessionStore:
 
         def work(conn: sa.Connection) -> None:
             conn.execute(
-                i.insert().values(app_name=key.app, user_id=key.user, text=text, created_at=micros(now_utc()))
+                i.insert().values(
+                    app_name=key.app, user_id=key.user, text=storable(text), created_at=micros(now_utc())
+                )
             )
             # The oldest beyond INPUT_HISTORY go; two steps, as MySQL cannot delete
             # from a table it selects from.

@@ -78,7 +78,9 @@ def search_text(record: SessionRecord) -> str:
     parts = [str(record.data.get("content") or "")]
     for call in record.data.get("tool_calls") or ():
         parts.append(str((call.get("function") or {}).get("arguments") or ""))
-    return "\n".join(p for p in parts if p).casefold()
+    from .model import storable
+
+    return storable("\n".join(p for p in parts if p).casefold())
 
 
 def matches(query: str, title: str, texts: Sequence[str]) -> bool:
@@ -91,7 +93,9 @@ def check_title(title: str) -> str:
     """A new title: one line, not blank, at most 200 characters."""
     from memchat.engine.model import ConfigError
 
-    cleaned = " ".join(str(title).split())
+    from .model import storable
+
+    cleaned = " ".join(storable(str(title)).split())
     if not cleaned:
         raise ConfigError("a session title cannot be empty: give a few words")
     if len(cleaned) > 200:

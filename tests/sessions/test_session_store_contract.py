@@ -190,3 +190,19 @@ async def test_concurrent_appends_to_one_session_keep_every_record(make_sessions
     )
     assert [r.seq for r in records] == list(range(20))
     assert (await second.get(ALICE, "busy")).message_count == 20
+
+
+async def test_any_text_round_trips_exactly_and_stays_searchable(make_sessions) -> None:
+    """NUL, a lone surrogate (undecodable input), escapes and emoji: the record
+    comes back exactly; search and the title see a replacement character."""
+    store = make_sessions()
+    await store.open()
+    text = "nul\x00 here \udcff bad byte \x1b[2J 🐹 '; DROP TABLE x; -- %_"
+    await store.append(ALICE, session("odd", "odd\x00title"), [user(text, 1)])
+    [back] = await store.records(ALICE, "odd")
+    assert back.data["content"] == text
+    assert [s.id for s in await store.list(ALICE, query="bad byte")] == ["odd"]
+    assert [s.id for s in await store.list(ALICE, query="drop table")] == ["odd"]
+    await store.add_input(ALICE, "typed\x00")
+    assert await store.inputs(ALICE) == ["typed\ufffd"]
+    assert (await store.get(ALICE, "odd")).title == "odd\ufffdtitle"
