@@ -14,8 +14,8 @@ import pytest
 from memchat.sessions.store import SessionStore
 from tests.conformance.harness import HARNESSES
 
-#: The storage families sessions live in (the vector variants share their family's tables).
-SESSION_BACKENDS = ("inmemory", "sqlite", "redis", "mysql", "postgres")
+#: The storage families sessions live in, and two vector variants (same tables as their family).
+SESSION_BACKENDS = ("inmemory", "sqlite", "sqlitevec", "redis", "mysql", "mysqlvec", "postgres")
 
 
 def build_session_store(memory_store) -> SessionStore:
