@@ -75,12 +75,19 @@ def ms(values: list[float]) -> str:
 
 
 def session_store(backend: str, folder: Path):
-    """A fresh namespace on ``backend``, reached as the conformance suite reaches it."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    """A fresh namespace on ``backend``, reached as the conformance suite reaches
+    it (its memory tables and Redis keys are removed at exit)."""
     from tests.conformance.harness import HARNESSES
     from tests.sessions.conftest import build_session_store
 
     return build_session_store(HARNESSES[backend](folder).make_store())
+
+
+async def drop_tables(store) -> None:
+    """A SQL server's session tables go (the harness drops only the memory table)."""
+    from tests.sessions.conftest import _drop_tables
+
+    await _drop_tables(store)
 
 
 async def bench_append(store, messages: int) -> list[float]:
@@ -147,8 +154,10 @@ async def main() -> None:
                 store = session_store(backend, Path(folder))
                 appends = await bench_append(store, args.messages)
                 await store.close()
+                await drop_tables(store)
                 store = session_store(backend, Path(folder))
-                saved, bare, calls = await bench_turns(store, args.turns)
+                saved, bare, calls = await bench_turns(store, args.turns)  # closes the store
+                await drop_tables(store)
             except BaseException as exc:  # a server that is down: say so, go on
                 if isinstance(exc, KeyboardInterrupt):
                     raise
