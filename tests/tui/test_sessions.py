@@ -163,3 +163,25 @@ async def test_ctrl_o_opens_the_screen_and_export_writes_markdown(tmp_path, monk
             f"Exported {app.runner.session_id} (2 messages)" in n.text for n in app.chat.chat_log.query(Note)
         )
         assert path.read_text(encoding="utf-8").startswith("# I like Go")
+
+
+async def test_deleting_the_conversation_on_screen_starts_a_new_session(tmp_path) -> None:
+    app = sessions_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await say(pilot, "I like Go")
+        doomed = app.runner.session_id
+        screen = await open_sessions(pilot)
+        assert [r[0] for r in rows(screen)] == [doomed]
+        await pilot.press("d")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
+        assert "This is the conversation on screen" in str(app.screen.query_one("#confirm-detail").render())
+        await pilot.press("y")
+        await wait_until(pilot, lambda: rows(screen) == [], what="the deletion")
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: app.runner.session_id != doomed, what="a new session")
+        assert app.runner.history == [] and app.chat.header.session == app.runner.session_id
+        await say(pilot, "hello")
+        recorder = recorder_of(app.runner)
+        await recorder.flush()
+        assert [s.title for s in await recorder.store.list(app.runner.key)] == ["hello"]
