@@ -7,7 +7,8 @@ writer task empties in order, appending whatever has piled up for a session in
 one write. So a slow or unreachable backend never holds up a turn, and a
 crash loses only what was not written yet — the turn in flight. A failed
 write keeps its records for the next attempt and is reported once through
-``on_problem``.
+``on_problem``; records the backend refuses while it answers otherwise (not
+storable) are skipped and reported, so they never hold back the rest.
 """
 
 from __future__ import annotations
@@ -126,10 +127,28 @@ class SessionRecorder:
                 updated_at=batch[0].created_at,
             )  # fmt: skip
             info = replace(info, model=self.model, backend=self.backend)
-            self.sessions[session_id] = await self.store.append(self.key, info, batch)
+            try:
+                self.sessions[session_id] = await self.store.append(self.key, info, batch)
+            except Exception as exc:
+                if not await self._store_answers(session_id):
+                    raise  # the backend is away: keep the records for the next attempt
+                # The backend works but refuses these records: skip them rather than
+                # hold back everything said after them.
+                del self._pending[: len(batch)]
+                self._report(
+                    f"{len(batch)} record(s) of {session_id} could not be saved and were skipped: {exc}"
+                )
+                continue
             del self._pending[: len(batch)]
             if self.problem:
                 self.problem = ""
+
+    async def _store_answers(self, session_id: str) -> bool:
+        try:
+            await self.store.get(self.key, session_id)
+        except Exception:
+            return False
+        return True
 
     def _report(self, problem: str) -> None:
         if problem == self.problem:

@@ -261,3 +261,20 @@ def test_history_repair_and_trimming_keep_every_tool_call_answered() -> None:
     assert [m["role"] for m in kept] == ["user", "assistant", "tool", "user"]
     assert trim_history(messages, budget=1) == [messages[-1]]  # the last turn is always kept
     assert trim_history(messages, budget=10_000) == messages
+
+
+async def test_a_record_the_store_refuses_is_skipped_and_the_rest_is_saved(tmp_path) -> None:
+    """A record that cannot be stored (here: not JSON) while the backend works:
+    it is reported and skipped; what comes after it is saved."""
+    runner = await open_chat(tmp_path)
+    problems: list[str] = []
+    recorder = recorder_of(runner)
+    recorder.on_problem = problems.append
+    try:
+        recorder.message(runner.session_id, {"role": "user", "content": object()}, {})
+        await recorder.flush()
+        await run_turn(runner, "hello")
+        assert [r.data.get("content") for r in await saved(runner) if r.role == "user"] == ["hello"]
+        assert len(problems) == 1 and "could not be saved and were skipped" in problems[0]
+    finally:
+        await close_runner(runner)
