@@ -100,6 +100,8 @@ def list_sessions(
         typer.echo(safe_json([s.to_dict() for s in sessions], indent=2))
     elif not sessions:
         typer.echo("No saved sessions." if not query else f"No saved session holds {one_line(query)!r}.")
+        if settings.memory == "inmemory":
+            typer.echo("(The inmemory backend keeps sessions only while memchat runs.)")
     else:
         for info in sessions:
             typer.echo(session_row(info).removeprefix("  "))

@@ -185,3 +185,29 @@ async def test_deleting_the_conversation_on_screen_starts_a_new_session(tmp_path
         recorder = recorder_of(app.runner)
         await recorder.flush()
         assert [s.title for s in await recorder.store.list(app.runner.key)] == ["hello"]
+
+
+async def test_a_long_session_shows_its_newest_turns_live_and_the_rest_as_text(tmp_path) -> None:
+    from memchat.sessions.model import SessionInfo, SessionRecord
+
+    app = sessions_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        recorder = recorder_of(app.runner)
+        records = []
+        for i in range(12):
+            records += [
+                SessionRecord("message", {"role": "user", "content": f"question {i}"}),
+                SessionRecord("message", {"role": "assistant", "content": f"answer {i}"}),
+            ]
+        await recorder.store.append(
+            app.runner.key, SessionInfo(id="memory-session-1600000000", title="long"), records
+        )
+        app.open_session("memory-session-1600000000")
+        await wait_until(pilot, lambda: len(app.chat.chat_log.query(UserMessage)) == 8, what="the live turns")
+        assert [m.text for m in app.chat.chat_log.query(UserMessage)] == [
+            f"question {i}" for i in range(4, 12)
+        ]
+        earlier = app.chat.chat_log.earlier
+        assert earlier.display and earlier.pruned == 4 and "question 0" in earlier.entries[0]
+        assert [m["content"] for m in app.runner.history][-2:] == ["question 11", "answer 11"]
