@@ -242,6 +242,7 @@ class MemchatApp(SessionActions, App[int]):
         self.runner_error = ""
         runner = self.runner = message.runner
         runner.streaming = self.streaming
+        show_session = await self.start_sessions(runner)  # ↑/↓ history; --resume / --session
         header = self.chat.header
         header.model = runner.model.name
         header.backend = runner.service.store.name
@@ -261,7 +262,7 @@ class MemchatApp(SessionActions, App[int]):
                 self.notify(notice.removeprefix("memchat: "), title="Memory search", timeout=10)
         if self.chat.memory_panel.display:
             self.load_memories()
-        await self.sessions_ready(runner)  # ↑/↓ history; --resume / --session
+        await show_session()
         if self._queued is not None:
             text, self._queued = self._queued, None
             await self._start_turn(text)

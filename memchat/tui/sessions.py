@@ -10,7 +10,7 @@ by the runner); this module only shows and steers it."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from textual import work
@@ -133,33 +133,39 @@ class SessionActions:
         return recorder_of(self.runner) if self.runner is not None else None
 
     # -- start-up ------------------------------------------------------------
-    async def sessions_ready(self, runner: Runner) -> None:
-        """The runner is connected: bring back the typed inputs (↑/↓), and
-        continue the session ``--resume`` / ``--session`` asked for."""
+    async def start_sessions(self, runner: Runner) -> Callable[[], Awaitable[None]]:
+        """The runner is connected: bring back the typed inputs (↑/↓) and
+        continue the session ``--resume`` / ``--session`` asked for (before the
+        banner names the session). Returns what to show once the banner is up."""
         from memchat.agent.sessions import start
         from memchat.sessions.model import SessionNotFoundError
 
         recorder = self._recorder()
+        chat_log = self.chat.chat_log  # type: ignore[attr-defined]
+
+        async def nothing() -> None:
+            pass
+
         if recorder is None:
-            return
+            return nothing
         recorder.on_problem = self._session_problem
-        chat_input = self.chat.chat_input  # type: ignore[attr-defined]
         try:
             typed = await recorder.store.inputs(recorder.key, INPUTS_LOADED)
-            chat_input.sent[:0] = typed
+            self.chat.chat_input.sent[:0] = typed  # type: ignore[attr-defined]
             resumed = await start(runner, self.settings)
         except SessionNotFoundError as exc:
-            await self.chat.chat_log.add_note(f"❌ {exc}; this is a new session.", "error")  # type: ignore[attr-defined]
-            return
+            said = f"❌ {exc}; this is a new session."
+            return lambda: chat_log.add_note(said, "error")
         except Exception as exc:
             self._session_problem(str(exc))
-            return
+            return nothing
         if resumed is not None:
-            await self.show_resumed(resumed)
-        elif self.settings.resume:
-            await self.chat.chat_log.add_note(  # type: ignore[attr-defined]
-                "ℹ There is no saved session to continue yet: this is a new one.", "info"
+            return lambda: self.show_resumed(resumed)
+        if self.settings.resume:
+            return lambda: chat_log.add_note(
+                "ℹ There is no saved session to continue yet: this is a new one."
             )
+        return nothing
 
     def _session_problem(self, problem: str) -> None:
         self.alert(  # type: ignore[attr-defined]

@@ -95,6 +95,8 @@ async def test_resume_on_start_shows_the_conversation_and_keeps_the_typed_histor
             pilot, lambda: again.chat.chat_log.query(UserMessage), what="the resumed conversation"
         )
         assert again.runner.session_id == kept and again.chat.header.session == kept
+        banner = next(n.text for n in again.chat.chat_log.query(Note) if n.kind == "banner")
+        assert f"Session: {kept}" in banner  # the banner names the session being continued
         assert [m.text for m in again.chat.chat_log.query(UserMessage)] == ["I like Go"]
         # ↑ brings back what was typed in the previous run, newest first.
         chat_input = again.chat.chat_input
@@ -211,3 +213,16 @@ async def test_a_long_session_shows_its_newest_turns_live_and_the_rest_as_text(t
         earlier = app.chat.chat_log.earlier
         assert earlier.display and earlier.pruned == 4 and "question 0" in earlier.entries[0]
         assert [m["content"] for m in app.runner.history][-2:] == ["question 11", "answer 11"]
+
+
+async def test_an_unknown_session_is_said_and_a_new_one_starts(tmp_path) -> None:
+    app = sessions_app(tmp_path, session="memory-session-42")
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await wait_until(
+            pilot, lambda: any(n.kind == "error" for n in app.chat.chat_log.query(Note)), what="the note"
+        )
+        [note] = [n.text for n in app.chat.chat_log.query(Note) if n.kind == "error"]
+        assert "no saved session 'memory-session-42'" in note and "this is a new session" in note
+        await say(pilot, "hello")  # and the chat works, saved as a new session
+        assert app.runner.session_id != "memory-session-42"
