@@ -4,6 +4,7 @@ process or archive): ``/export`` in the chat and ``memchat sessions export``."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,7 +22,7 @@ def to_json(info: SessionInfo, records: Sequence[SessionRecord]) -> str:
 
 def _fence(text: str, language: str = "") -> str:
     """A code block whose fence is longer than any backtick run inside it."""
-    longest = max((len(run) for run in text.replace("\n", " ").split() if set(run) == {"`"}), default=0)
+    longest = max((len(run) for run in re.findall("`+", text)), default=0)
     ticks = "`" * max(3, longest + 1)
     return f"{ticks}{language}\n{text}\n{ticks}"
 
