@@ -28,7 +28,8 @@ app = typer.Typer(
     help=(
         "memchat: chat with an assistant that remembers you, on any of nine storage backends.\n\n"
         "Without OPENAI_API_KEY an offline rule-based model answers (it remembers and recalls what "
-        "you tell it). `memchat memory --help` inspects and edits stored memories."
+        "you tell it). `memchat memory --help` inspects and edits stored memories; "
+        "`memchat sessions --help` lists, shows, exports and deletes saved conversations."
     ),
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -55,7 +56,10 @@ def _backend_epilog() -> str:
     lines.append("Model: OPENAI_API_KEY, OPENAI_BASE_URL, MEMCHAT_MODEL (or MODEL_NAME).")
     lines.append("Defaults: MEMCHAT_MEMORY, MEMCHAT_USER, MEMCHAT_APP, MEMCHAT_PRELOAD, MEMCHAT_STREAMING,")
     lines.append(
-        "  MEMCHAT_SOFT_DELETE, MEMCHAT_MEMORY_LIMIT, MEMCHAT_TIMEOUT, MEMCHAT_CONFIG (a memchat.toml)."
+        "  MEMCHAT_SOFT_DELETE, MEMCHAT_MEMORY_LIMIT, MEMCHAT_TIMEOUT, MEMCHAT_HISTORY_TOKENS,"
+    )
+    lines.append(
+        "  MEMCHAT_CONFIG (a memchat.toml)."
     )
     lines.append(
         "Search: MEMCHAT_SEARCH (hybrid, semantic, keyword), MEMCHAT_EMBEDDER (default, e5, minilm, "
@@ -236,6 +240,17 @@ def chat(
     plain: Annotated[
         bool, typer.Option("--plain", help="Line-mode chat (automatic when not on a terminal).")
     ] = False,
+    resume: Annotated[
+        bool, typer.Option("--resume", "-c", help="Continue the most recent saved session.")
+    ] = False,
+    session: Annotated[
+        str | None,
+        typer.Option(
+            "--session",
+            help="Continue this saved session: its id or the end of it (`memchat sessions list`).",
+            callback=_utf8("--session"),
+        ),
+    ] = None,
     env_file: EnvFileOpt = None,
     enable_tool: Annotated[
         list[str] | None,
@@ -357,6 +372,7 @@ def chat(
         extract=extract, extract_model=extract_model, extract_every=extract_every,
         extract_interval=extract_interval, workers=workers, queue_size=queue_size, job_timeout=job_timeout,
         expose_tools=tuple(expose_tool or ()), update_policy=update_policy,
+        resume=resume or None, session=session,
     )  # fmt: skip
     ctx.obj = {
         "env_file": env_file, "memory": memory, "user": user, "app": app_name, "timeout": timeout,
@@ -726,6 +742,11 @@ def count_memories(
     """How many memories the user has."""
     settings = _memory_settings(ctx, backend, user, app_name, timeout)
     typer.echo(str(_run(settings, lambda svc, key: svc.count(key))))
+
+
+from .cli_sessions import sessions_app  # noqa: E402 - it uses the helpers above
+
+app.add_typer(sessions_app, name="sessions")
 
 
 def _tolerate_unencodable_output() -> None:

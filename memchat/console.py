@@ -34,6 +34,8 @@ from .safe_text import one_line, printable
 if TYPE_CHECKING:
     from memchat.engine.vectors import EmbeddingProgress
 
+    from .agent.sessions import Resumed
+
 RULE = "=" * 50
 
 
@@ -233,6 +235,16 @@ class Console:
             self.runner.streaming = not self.runner.streaming
             self.write(f"🔁 Streaming: {'true' if self.runner.streaming else 'false'}\n\n")
             return True
+        if command.kind is Command.SESSIONS:
+            from .sessions_text import session_lines
+
+            self.write("\n".join(await session_lines(self.runner)) + "\n\n")
+            return True
+        if command.kind is Command.EXPORT:
+            from .sessions_text import export_current
+
+            self.write(await export_current(self.runner, command.text) + "\n\n")
+            return True
         if command.kind is Command.UNKNOWN:
             self.write(f"❓ Unknown command {one_line(command.text)}: type /help for the list\n\n")
             return True
@@ -243,8 +255,12 @@ class Console:
         await self.render_turn(command.text)
         return True
 
-    async def run(self, stdin: TextIO) -> int:
+    async def run(self, stdin: TextIO, resumed: Resumed | None = None) -> int:
         lines = banner(self.runner, offline_reason=self.offline_reason, extraction=self.extraction)
+        if resumed is not None:
+            from .sessions_text import resumed_lines
+
+            lines += [*resumed_lines(resumed), ""]
         self.write("\n".join(lines) + "\n")
         while True:
             self._print_notes()
@@ -326,6 +342,11 @@ async def run_console(
         stderr.flush()
     runner = await open_runner(settings, progress=ProgressPrinter(stderr))
     try:
+        from .agent.sessions import start
+
+        resumed = await start(runner, settings)  # --resume / --session
+        if settings.resume and resumed is None:
+            stderr.write("memchat: there is no saved session to continue yet: starting a new one\n")
         console = Console(
             runner,
             stdout,
@@ -333,7 +354,7 @@ async def run_console(
             offline_reason=settings.offline_reason if settings.offline else "",
             extraction=extraction_summary(settings),
         )
-        return await console.run(stdin)
+        return await console.run(stdin, resumed)
     finally:
         await close_runner(runner)
 

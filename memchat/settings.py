@@ -78,6 +78,17 @@ class Settings:
     api_key: str = field(default="", repr=False, metadata={"env": "OPENAI_API_KEY"})
     base_url: str = _setting("", env="OPENAI_BASE_URL", config=("model", "base_url"))
     plain: bool = False
+    #: ``--resume`` / ``-c``: continue the most recent saved session.
+    resume: bool = False
+    #: ``--session ID``: continue this saved session.
+    session: str = ""
+    #: Estimated tokens of a resumed session's history sent to the model (the newest whole turns).
+    history_tokens: int = _setting(
+        24_000,
+        env="MEMCHAT_HISTORY_TOKENS",
+        config=("session", "history_tokens"),
+        help="Estimated tokens of a resumed session's history given to the model (default 24000).",
+    )
     #: How memories are ranked, for every search (tool, preload, CLI, TUI filter).
     search: str = _setting(
         SEARCH_MODES[0],
@@ -226,6 +237,13 @@ class Settings:
             raise ConfigError(
                 f"preload must be -1 (all), 0 (off) or a number of memories, not {self.preload}"
             )
+        if self.history_tokens < 1:
+            raise ConfigError(
+                f"{self.origin_of('history_tokens')} must be a positive number of tokens "
+                f"such as 24000, not {self.history_tokens}"
+            )
+        if self.resume and self.session:
+            raise ConfigError("--resume and --session both choose a session to continue: give one of them")
         if self.limit < 0:
             raise ConfigError(f"memory limit must be 0 (no limit) or more, not {self.limit}")
         from memchat.engine.tools import ALL_TOOLS

@@ -17,6 +17,8 @@ class Command(enum.Enum):
     MEMORY = "/memory"
     HELP = "/help"
     STREAM = "/stream"
+    SESSIONS = "/sessions"
+    EXPORT = "/export"
     UNKNOWN = "unknown"
 
 
@@ -25,6 +27,8 @@ COMMANDS = {
     "/memory": "Show user memories",
     "/new": "Start a new session (memories are kept)",
     "/stream": "Toggle streaming output",
+    "/sessions": "List saved sessions",
+    "/export": "Save this conversation as Markdown (/export json, or /export FILE)",
     "/help": "Show the commands",
     "/exit": "End the conversation",
 }
@@ -47,7 +51,10 @@ def parse_command(line: str) -> Parsed:
     word = text.split()[0].lower()
     if word == "/memory":
         return Parsed(Command.MEMORY, MEMORY_PROMPT)
-    for kind in (Command.EXIT, Command.NEW, Command.HELP, Command.STREAM):
+    if word == Command.EXPORT.value:
+        # The one command with an argument: a format (md, json) or a file name.
+        return Parsed(Command.EXPORT, text[len(word) :].strip())
+    for kind in (Command.EXIT, Command.NEW, Command.HELP, Command.STREAM, Command.SESSIONS):
         if word == kind.value:
             return Parsed(kind)
     if word in ("/quit", "/bye"):

@@ -193,24 +193,37 @@ async def open_runner(settings: Settings, *, progress: Progress | None = None) -
     service = create_service(settings, progress=progress)
     try:
         await service.open()
+        runner = Runner(
+            create_model(settings),
+            service,
+            app=settings.app,
+            user=settings.user,
+            streaming=settings.streaming,
+            preload=settings.preload,
+        )
+        from .sessions import attach_sessions
+
+        # The conversation is saved beside the memories (memchat.sessions).
+        await attach_sessions(runner, settings)
     except BaseException:
         await service.close()
         raise
-    return Runner(
-        create_model(settings),
-        service,
-        app=settings.app,
-        user=settings.user,
-        streaming=settings.streaming,
-        preload=settings.preload,
-    )
+    return runner
 
 
 async def close_runner(runner: Runner) -> None:
-    """Close the model, then the service: in auto mode what is pending of the
-    conversation is extracted first (bounded by the job timeout)."""
+    """Save what is pending of the conversation, close the model, then the
+    service: in auto mode what is pending of the conversation is extracted
+    first (bounded by the job timeout)."""
     runner.flush_extraction()
     try:
-        await runner.model.close()
+        from .sessions import recorder_of
+
+        recorder = recorder_of(runner)
+        if recorder is not None:
+            await recorder.close()
     finally:
-        await runner.service.close()
+        try:
+            await runner.model.close()
+        finally:
+            await runner.service.close()

@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any, Protocol
 
 from memchat.engine import MemoryService, UserKey
 from memchat.engine.preload import build_preload_block, merge_into_system, select_preload
@@ -67,6 +68,28 @@ class SessionClock:
         self._last = max(int(self._now()), self._last + 1)
         return f"memory-session-{self._last}"
 
+    def after(self, session_id: str) -> None:
+        """New ids come after ``session_id`` (a saved session), so a restart
+        within the same second never continues an old conversation by accident."""
+        self._last = max(self._last, session_number(session_id))
+
+
+def session_number(session_id: str) -> int:
+    """The seconds in ``memory-session-<seconds>`` (0 for another id)."""
+    number = session_id.rpartition("-")[2]
+    return int(number) if number.isdigit() else 0
+
+
+class ConversationLog(Protocol):
+    """Told of everything a conversation keeps, as it happens (the session
+    recorder, ``memchat.sessions.recorder``). Calls must not block."""
+
+    def message(self, session_id: str, message: Mapping[str, Any], meta: Mapping[str, Any]) -> None: ...
+
+    def turn_stats(self, session_id: str, stats: TurnStats, model: str) -> None: ...
+
+    def turn_error(self, session_id: str, text: str) -> None: ...
+
 
 class Runner:
     def __init__(
@@ -81,6 +104,7 @@ class Runner:
         max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
         system_prompt: str | None = None,
         session_clock: SessionClock | None = None,
+        recorder: ConversationLog | None = None,
     ) -> None:
         self.model = model
         self.service = service
@@ -95,6 +119,8 @@ class Runner:
         self._sessions = session_clock or SessionClock()
         self.session_id = self._sessions.new_id()
         self.history: list[Message] = []
+        #: Saves the conversation as it happens (None: not saved).
+        self.recorder = recorder
 
     @property
     def tool_names(self) -> list[str]:
@@ -155,6 +181,41 @@ class Runner:
         self.history = []
         return previous, self.session_id
 
+    def resume(self, session_id: str, history: list[Message]) -> str:
+        """Continue a saved conversation: ``history`` (already trimmed to fit the
+        model) is what the model sees of it. Returns the previous session id."""
+        self.flush_extraction()
+        previous = self.session_id
+        self._sessions.after(session_id)
+        self.session_id = session_id
+        self.history = list(history)
+        return previous
+
+    def session_seen(self, session_id: str) -> None:
+        """A saved session exists with this id: new ids come after it."""
+        self._sessions.after(session_id)
+        if not self.history and session_number(self.session_id) <= session_number(session_id):
+            self.session_id = self._sessions.new_id()
+
+    # -- recording (memchat.sessions) ---------------------------------------
+
+    def _remember(self, message: Message, **meta: Any) -> None:
+        """Add to the history, and to the saved session."""
+        self.history.append(message)
+        if self.recorder is not None:
+            try:
+                self.recorder.message(self.session_id, message, meta)
+            except Exception:  # saving is best effort: never cost the user the turn
+                log.warning("could not record the message", exc_info=True)
+
+    def _record_error(self, text: str) -> TurnError:
+        if self.recorder is not None:
+            try:
+                self.recorder.turn_error(self.session_id, text)
+            except Exception:
+                log.warning("could not record the error", exc_info=True)
+        return TurnError(text)
+
     async def _request(self, user_text: str) -> list[Message]:
         messages: list[Message] = [{"role": "system", "content": self.system_prompt}, *self.history]
         if self.preload:
@@ -188,7 +249,7 @@ class Runner:
         answer: list[str] = []  # text of the current model round, until it is committed
         text_so_far: list[str] = []
         pending_calls: list[ToolCall] = []  # requested, not yet answered in history
-        self.history.append({"role": "user", "content": user_text})
+        self._remember({"role": "user", "content": user_text})
 
         def stats() -> TurnStats:
             streaming_time = (last_token - first_token) if first_token and last_token else 0.0
@@ -210,7 +271,7 @@ class Runner:
                 messages = await self._request(user_text)
             except Exception as exc:  # preload failing must not cost the user the turn
                 messages = [{"role": "system", "content": self.system_prompt}, *self.history]
-                yield TurnError(f"could not preload memories: {exc}")
+                yield self._record_error(f"could not preload memories: {exc}")
             for round_number in range(self.max_tool_rounds + 1):
                 reply: ModelReply | None = None
                 asked = time.perf_counter()
@@ -236,7 +297,7 @@ class Runner:
                 if reply.usage:
                     completion_tokens += reply.usage.completion_tokens
                 message = reply.to_message()
-                self.history.append(message)
+                self._remember(message)
                 messages.append(message)
                 if not reply.tool_calls:
                     break
@@ -244,7 +305,7 @@ class Runner:
                 if round_number == self.max_tool_rounds:
                     self._answer_pending(pending_calls, "not run: the tool round limit was reached")
                     pending_calls = []
-                    yield TurnError(
+                    yield self._record_error(
                         f"stopped after {self.max_tool_rounds} rounds of tool calls in one turn; "
                         "ask again or rephrase"
                     )
@@ -259,7 +320,9 @@ class Runner:
                         tool_time += elapsed
                         tool_calls += 1
                         tool_message = {"role": "tool", "tool_call_id": call.id, "content": result.content}
-                        self.history.append(tool_message)
+                        self._remember(
+                            tool_message, name=call.name, is_error=result.is_error, elapsed=elapsed
+                        )
                         messages.append(tool_message)
                         pending_calls.remove(call)
                         yield ToolFinished(call, result.content, result.is_error, elapsed)
@@ -269,12 +332,18 @@ class Runner:
         except ModelError as exc:
             self._commit_partial(answer)
             answer.clear()
-            yield TurnError(str(exc))
+            yield self._record_error(str(exc))
         except (asyncio.CancelledError, GeneratorExit):
             self._commit_partial(answer, stopped=True)
             self._answer_pending(pending_calls, "cancelled: the user stopped the turn")
             raise
-        yield stats()
+        turn_stats = stats()
+        if self.recorder is not None:
+            try:
+                self.recorder.turn_stats(self.session_id, turn_stats, self.model.name)
+            except Exception:
+                log.warning("could not record the turn's stats", exc_info=True)
+        yield turn_stats
         try:
             yield TurnDone("".join(text_so_far))
         finally:
@@ -286,13 +355,16 @@ class Runner:
         """Keep a partial answer in the history so the next turn sees it."""
         if answer:
             text = "".join(answer) + (" [stopped]" if stopped else "")
-            self.history.append({"role": "assistant", "content": text})
+            self._remember({"role": "assistant", "content": text}, stopped=stopped)
 
     def _answer_pending(self, calls: list[ToolCall], why: str) -> None:
         """Every tool call in the history must have a result, or the next
         request is rejected by the API."""
         for call in calls:
-            self.history.append({"role": "tool", "tool_call_id": call.id, "content": f'{{"error": "{why}"}}'})
+            self._remember(
+                {"role": "tool", "tool_call_id": call.id, "content": f'{{"error": "{why}"}}'},
+                name=call.name, is_error=True, elapsed=0.0,
+            )  # fmt: skip
 
 
 #: The order the reference's banner lists tools in.
@@ -326,4 +398,13 @@ def tool_summary(runner: Runner) -> tuple[str, str]:
     return ", ".join(enabled) or "none", note
 
 
-__all__ = ["APP_NAME", "AUTO_SYSTEM_PROMPT", "DEFAULT_USER", "Runner", "SessionClock", "tool_summary"]
+__all__ = [
+    "APP_NAME",
+    "AUTO_SYSTEM_PROMPT",
+    "DEFAULT_USER",
+    "ConversationLog",
+    "Runner",
+    "SessionClock",
+    "session_number",
+    "tool_summary",
+]

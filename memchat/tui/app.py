@@ -66,6 +66,7 @@ from .services import (
     close_default_runner,
     open_default_runner,
 )
+from .sessions import SessionActions
 from .widgets.chat_input import COMMAND_HELP, ChatInput
 from .widgets.memory_list import MemoryList
 from .widgets.memory_panel import MemoryPanel
@@ -83,10 +84,16 @@ TEXT_FLUSH_INTERVAL = 0.033
 FILTER_RESULTS = 200
 
 #: Key for each command, shown in /help.
-COMMAND_KEYS = {"/memory": "ctrl+b", "/new": "ctrl+n", "/stream": "ctrl+t", "/help": "f1", "/exit": "ctrl+q"}
+COMMAND_KEYS = {
+    "/memory": "ctrl+b", "/new": "ctrl+n", "/stream": "ctrl+t", "/sessions": "ctrl+o",
+    "/export": "md or json", "/help": "f1", "/exit": "ctrl+q",
+}  # fmt: skip
 
 #: Actions that make no sense while a dialog is open.
-CHAT_ACTIONS = {"new_session", "toggle_memories", "toggle_streaming", "copy_message", "help", "stop"}
+CHAT_ACTIONS = {
+    "new_session", "toggle_memories", "toggle_streaming", "copy_message", "help", "stop",
+    "sessions", "export",
+}  # fmt: skip
 
 #: Actions that make no sense while the app saves memories before quitting.
 QUITTING_ACTIONS = {"new_session", "toggle_streaming", "stop"}
@@ -98,7 +105,7 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-class MemchatApp(App[int]):
+class MemchatApp(SessionActions, App[int]):
     #: Absolute, so that subclasses defined elsewhere (tests, benchmarks) find it.
     CSS_PATH = Path(__file__).parent / "memchat.tcss"
     TITLE = "memchat"
@@ -108,6 +115,8 @@ class MemchatApp(App[int]):
         Binding("ctrl+n", "new_session", "New", tooltip="Start a new session (memories are kept)"),
         Binding("ctrl+b", "toggle_memories", "Memories", tooltip="Show or hide the memory panel"),
         Binding("ctrl+t", "toggle_streaming", "Stream", tooltip="Toggle streaming output"),
+        # Not in the footer (it is full): /help and the command palette list it.
+        Binding("ctrl+o", "sessions", "Sessions", show=False, tooltip="Saved sessions: open, rename, delete"),
         Binding("ctrl+y", "copy_message", "Copy", priority=True, tooltip="Copy the selected or last answer"),
         Binding("f1", "help", "Help", tooltip="Show commands and keys"),
         Binding("ctrl+q", "quit", "Quit", priority=True),
@@ -233,6 +242,7 @@ class MemchatApp(App[int]):
         self.runner_error = ""
         runner = self.runner = message.runner
         runner.streaming = self.streaming
+        show_session = await self.start_sessions(runner)  # ↑/↓ history; --resume / --session
         header = self.chat.header
         # "offline (no key for gpt-4o)" when a model was asked for without a key.
         header.model = self.settings.model_label if runner.model.name == "offline" else runner.model.name
@@ -253,6 +263,7 @@ class MemchatApp(App[int]):
                 self.notify(notice.removeprefix("memchat: "), title="Memory search", timeout=10)
         if self.chat.memory_panel.display:
             self.load_memories()
+        await show_session()
         if self._queued is not None:
             text, self._queued = self._queued, None
             await self._start_turn(text)
@@ -332,6 +343,7 @@ class MemchatApp(App[int]):
             self.notify("Stop the answer being written first (Esc).", severity="warning")
             return
         chat_input.accept()
+        self.remember_input(event.text)
         if kind is Command.EXIT:
             await self.request_quit(0)
         elif kind is Command.HELP:
@@ -342,6 +354,10 @@ class MemchatApp(App[int]):
             self.action_toggle_memories()
         elif kind is Command.NEW:
             await self.action_new_session()
+        elif kind is Command.SESSIONS:
+            self.action_sessions()
+        elif kind is Command.EXPORT:
+            await self.export_session(parsed.text)
         elif kind is Command.UNKNOWN:
             await self.chat.chat_log.add_note(
                 f"❓ Unknown command {parsed.text}: type /help for the list", "warn"
@@ -652,6 +668,16 @@ class MemchatApp(App[int]):
             "New session",
             "Start a new conversation; memories are kept (/new, ctrl+n)",
             self.action_new_session,
+        )
+        yield SystemCommand(
+            "Sessions",
+            "Saved conversations: open, rename, delete, search (/sessions, ctrl+o)",
+            self.action_sessions,
+        )
+        yield SystemCommand(
+            "Export conversation",
+            "Save this session as Markdown in the current folder (/export)",
+            self.action_export,
         )
         yield SystemCommand(
             "Memory panel", "Show or hide your memories (/memory, ctrl+b)", self.action_toggle_memories

@@ -28,6 +28,8 @@ Available tools: memory_add, memory_update, memory_search, memory_load
    /memory   - Show user memories
    /new      - Start a new session (memories are kept)
    /stream   - Toggle streaming output
+   /sessions - List saved sessions
+   /export   - Save this conversation as Markdown (/export json, or /export FILE)
    /help     - Show the commands
    /exit     - End the conversation
 

@@ -100,6 +100,11 @@ class OfflineModel:
         seed = f"{len(messages)}|{user_text}"
         if results:
             return self._after_tools(user_text, called, results, available, chinese, seed)
+        if (r.ZH_SAID if chinese else r.EN_SAID).search(user_text.strip()):
+            # Answered from the conversation the model was given, not from memory
+            # (so a resumed session shows that its history reached the model).
+            earlier = [str(m.get("content") or "") for m in messages[:last_user] if m.get("role") == "user"]
+            return (say(chinese, "you_said", text=earlier[-1]) if earlier else say(chinese, "said_nothing")), []
         text, calls = self._first_round(user_text, available, chinese, seed)
         if _background_memory(messages) and text in (
             say(chinese, "add_disabled"),

@@ -15,6 +15,8 @@ _PHRASES: dict[str, tuple[str, str]] = {
              "（“我喜欢什么？”）。设置 OPENAI_API_KEY（其他服务商再设 OPENAI_BASE_URL）即可使用真正的模型。"),
     "greet_name": ("Nice to meet you, {name}! Let me remember that.", "你好{name}！很高兴认识你，我把这个记下来。"),
     "looking": ("Let me check my memory.", "我来查看一下记忆。"),
+    "you_said": ("Earlier in this conversation you said: “{text}”", "你在这次对话里之前说的是：“{text}”"),
+    "said_nothing": ("You haven't said anything else in this conversation yet.", "这次对话里你还没有说过别的话。"),
     "remembered": ("Got it, I'll remember: {items}.", "好的，我记住了：{items}。"),
     "recall": ("Here's what I remember:\n{items}", "根据我的记忆：\n{items}"),
     "no_memories": ("I don't have any memories about that yet. Tell me and I'll remember.",

@@ -83,6 +83,12 @@ EN_FORGET = re.compile(
 FORGET_ALL = re.compile(
     r"^(?:please\s+)?forget\s+everything|^(?:请)?(?:忘记|忘掉|清空)(?:所有|全部|一切)", re.I
 )
+#: "What did I just say?": answered from the conversation history.
+EN_SAID = re.compile(
+    r"^what\s+did\s+i\s+(?:just\s+|last\s+)?(?:say|write|tell\s+you)\b|^what\s+was\s+my\s+(?:last|previous)\s+message\b",
+    re.I,
+)
+ZH_SAID = re.compile(r"我(?:刚才|刚刚|之前|上一句)?说了什么")
 GREETING = re.compile(r"^(?:hi|hello|hey|你好|您好|嗨|哈喽)[\s,，!！.。]*", re.I)
 
 # Changes of a fact. Each yields "old" (what no longer holds, as the user said it)

@@ -18,6 +18,8 @@ COMMAND_HELP = {
     "/memory": "Show or hide the memory panel",
     "/new": "New session (memories are kept)",
     "/stream": "Toggle streaming",
+    "/sessions": "Saved sessions",
+    "/export": "Save this conversation (md, json or a file)",
     "/help": "Show commands and keys",
     "/exit": "Quit",
 }

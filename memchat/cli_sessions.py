@@ -1,0 +1,239 @@
+"""``memchat sessions …``: the saved conversations without the chat — list
+(and search), show, export to Markdown or JSON, rename, delete."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from .cli import (
+    AppOpt,
+    BackendOpt,
+    JsonOpt,
+    TimeoutOpt,
+    UserOpt,
+    YesOpt,
+    _fail,
+    _memory_settings,
+    _scope,
+    _stdin_is_terminal,
+    _utf8,
+)
+from .engine.model import MemchatError
+from .safe_text import one_line, printable, safe_json
+
+T = TypeVar("T")
+
+sessions_app = typer.Typer(
+    help="List, show, export and delete saved conversations (kept beside the memories).",
+    no_args_is_help=True,
+)
+
+SessionArg = Annotated[
+    str,
+    typer.Argument(
+        help="Session id as `memchat sessions list` prints it (or the end of it).",
+        callback=_utf8("the session id"),
+    ),
+]
+
+
+def _run(settings: Any, action: Callable[[Any, Any], Awaitable[T]]) -> T:
+    """Open the session store of the chosen backend (not the memory service:
+    no embedder loads), run ``action(recorder, key)``, close; expected
+    failures are one line on stderr, exit code 2."""
+    from memchat.engine import UserKey
+    from memchat.sessions.factory import create_session_store
+    from memchat.sessions.recorder import SessionRecorder
+
+    async def main() -> T:
+        key = UserKey(settings.app, settings.user)
+        store = create_session_store(settings)
+        recorder = SessionRecorder(store, key)
+        try:
+            await store.open()
+            return await action(recorder, key)
+        finally:
+            await recorder.close()
+
+    try:
+        return asyncio.run(main())
+    except MemchatError as exc:
+        _fail(str(exc))
+
+
+async def _find(recorder: Any, session_id: str) -> Any:
+    from .agent.sessions import find_session
+
+    return await find_session(recorder, session_id)
+
+
+@sessions_app.command("list")
+def list_sessions(
+    ctx: typer.Context,
+    query: Annotated[
+        str | None,
+        typer.Option(
+            "--search",
+            "-s",
+            help="Only sessions whose title or messages hold this text.",
+            callback=_utf8("--search"),
+        ),
+    ] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many (0: all).")] = 0,
+    backend: BackendOpt = None,
+    user: UserOpt = None,
+    app_name: AppOpt = None,
+    timeout: TimeoutOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Saved sessions, most recently active first."""
+    from .sessions_text import session_row
+
+    settings = _memory_settings(ctx, backend, user, app_name, timeout)
+    sessions = _run(settings, lambda rec, key: rec.store.list(key, query=query or "", limit=max(0, limit)))
+    if as_json:
+        typer.echo(safe_json([s.to_dict() for s in sessions], indent=2))
+    elif not sessions:
+        typer.echo("No saved sessions." if not query else f"No saved session holds {one_line(query)!r}.")
+        if settings.memory == "inmemory":
+            typer.echo("(The inmemory backend keeps sessions only while memchat runs.)")
+    else:
+        for info in sessions:
+            typer.echo(session_row(info).removeprefix("  "))
+
+
+@sessions_app.command("show")
+def show_session(
+    ctx: typer.Context,
+    session_id: SessionArg,
+    backend: BackendOpt = None,
+    user: UserOpt = None,
+    app_name: AppOpt = None,
+    timeout: TimeoutOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """One session: its details and the conversation."""
+    from .sessions.export import to_json
+    from .sessions_text import conversation_lines, when
+
+    settings = _memory_settings(ctx, backend, user, app_name, timeout)
+
+    async def action(recorder: Any, key: Any) -> Any:
+        info = await _find(recorder, session_id)
+        return info, await recorder.store.records(key, info.id)
+
+    info, records = _run(settings, action)
+    if as_json:
+        typer.echo(printable(to_json(info, records)).rstrip("\n"))
+        return
+    typer.echo(f"{info.id}: {one_line(info.title)}")
+    typer.echo(
+        f"{info.message_count} messages · started {when(info.created_at)} · last {when(info.updated_at)} · "
+        f"model {one_line(info.model or '?')} · backend {one_line(info.backend or '?')}"
+    )
+    typer.echo("")
+    for line in conversation_lines(records):
+        typer.echo(line)
+
+
+@sessions_app.command("export")
+def export_session(
+    ctx: typer.Context,
+    session_id: SessionArg,
+    fmt: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            "-f",
+            help="markdown (md, the default) or json; else from --output's extension.",
+            callback=_utf8("--format"),
+        ),
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write to this file (default: print it).")
+    ] = None,
+    backend: BackendOpt = None,
+    user: UserOpt = None,
+    app_name: AppOpt = None,
+    timeout: TimeoutOpt = None,
+) -> None:
+    """A session as Markdown (to read or share) or JSON (everything, to process)."""
+    from .sessions.export import export, format_for
+
+    try:
+        chosen = format_for(str(output or ""), fmt)
+    except MemchatError as exc:
+        _fail(str(exc))
+    settings = _memory_settings(ctx, backend, user, app_name, timeout)
+
+    async def action(recorder: Any, key: Any) -> Any:
+        info = await _find(recorder, session_id)
+        return info, await recorder.store.records(key, info.id)
+
+    info, records = _run(settings, action)
+    text = export(info, records, chosen)
+    if output is None:
+        typer.echo(printable(text).rstrip("\n"))
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        _fail(f"cannot write {output}: {exc.strerror or exc}; give another --output")
+    typer.echo(f"Exported {info.id} ({info.message_count} messages) to {output}")
+
+
+@sessions_app.command("rename")
+def rename_session(
+    ctx: typer.Context,
+    session_id: SessionArg,
+    title: Annotated[str, typer.Argument(help="The new title.", callback=_utf8("the title"))],
+    backend: BackendOpt = None,
+    user: UserOpt = None,
+    app_name: AppOpt = None,
+    timeout: TimeoutOpt = None,
+) -> None:
+    """Give a session another title."""
+    settings = _memory_settings(ctx, backend, user, app_name, timeout)
+
+    async def action(recorder: Any, key: Any) -> Any:
+        info = await _find(recorder, session_id)
+        return await recorder.store.rename(key, info.id, title)
+
+    info = _run(settings, action)
+    typer.echo(f"Renamed {info.id}: {one_line(info.title)}")
+
+
+@sessions_app.command("delete")
+def delete_session(
+    ctx: typer.Context,
+    session_id: SessionArg,
+    backend: BackendOpt = None,
+    user: UserOpt = None,
+    app_name: AppOpt = None,
+    timeout: TimeoutOpt = None,
+    yes: YesOpt = False,
+) -> None:
+    """Delete a saved session for good (asks first; --yes does not). Memories are kept."""
+    settings = _memory_settings(ctx, backend, user, app_name, timeout)
+    info = _run(settings, lambda recorder, key: _find(recorder, session_id))
+    if not yes:
+        if not _stdin_is_terminal():
+            _fail(
+                f"refusing to delete session {info.id} without confirmation (stdin is not a terminal): "
+                "add --yes to confirm"
+            )
+        if not typer.confirm(
+            f"Session {info.id} of {_scope(settings)}: {one_line(info.title)} "
+            f"({info.message_count} messages)\n"
+            "Delete it for good (memories are kept)?",
+            default=False,
+            err=True,
+        ):
+            _fail("nothing was deleted", code=1)
+    _run(settings, lambda recorder, key: recorder.store.delete(key, info.id))
+    typer.echo(f"Deleted session {info.id}")
