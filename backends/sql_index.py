@@ -254,8 +254,14 @@ class SQLKeywordIndex:
         holders = sa.select(t.c.memory_id).where(self._user(t, key), t.c.term.in_(wanted))
         if planner is None:
             return holders.distinct(), KeywordStats.of(space, count, lengths)
-        counted = sa.select(t.c.term, sa.func.count()).where(self._user(t, key), t.c.term.in_(wanted))
-        df_stored = dict((await conn.execute(counted.group_by(t.c.term))).all())
+        # One count per term, each a range of the primary key (see _ranked).
+        user = self._user(t, key)
+        counts = [
+            sa.select(sa.literal(index, sa.Integer), sa.func.count()).where(user, t.c.term == term)
+            for index, term in enumerate(wanted)
+        ]
+        counted = counts[0] if len(counts) == 1 else sa.union_all(*counts)
+        df_stored = {wanted[i]: n for i, n in (await conn.execute(counted)).all()}
         df = {term: int(df_stored.get(key_, 0)) for term, key_ in stored.items()}
         stats = KeywordStats.of(space, count, lengths, df)
         plan = planner.plan(stats, stored)
@@ -267,40 +273,43 @@ class SQLKeywordIndex:
         return [memory_id for memory_id, _ in pairs], replace(stats, rank_cutoff=cutoff)
 
     def _ranked(self, key: UserKey, plan: CandidatePlan) -> sa.Select[Any]:
-        """The holders' IDs and ranks (CandidatePlan.rank, in SQL), best first."""
-        t = self.terms
-        terms = list(plan.weights)
+        """The holders' IDs and ranks (CandidatePlan.rank, in SQL), best first.
 
-        def per_term(index: int) -> sa.ColumnElement[Any]:
-            return sa.case(
-                *((t.c.term == term, sa.literal(plan.weights[term][index], sa.Float)) for term in terms),
-                else_=sa.literal(0.0, sa.Float),
-            )
+        One branch per term, each an equality on the primary key's prefix, joined
+        by UNION ALL: a planner without table statistics (a freshly filled
+        PostgreSQL table) otherwise read every posting of the user and filtered
+        the terms (0.5 s at 10k memories)."""
+        t = self.terms
 
         def saturation(tf: Any, length: Any, average: float) -> sa.ColumnElement[Any]:
             tf = sa.cast(tf, sa.Float)
             norm = plan.k1 * plan.one_minus_b + (plan.k1 * plan.b / average) * sa.cast(length, sa.Float)
             return tf * plan.k1_plus_1 / (tf + norm)
 
-        weight_idf = per_term(1)
-        sums = (
+        content = saturation(t.c.tf_content, t.c.content_length, plan.avg_content)
+        topics = saturation(t.c.tf_topics, t.c.topic_length, plan.avg_topics)
+        contribution = content + plan.topic_weight * topics
+        branches = [
             sa.select(
                 t.c.memory_id,
-                sa.func.sum(per_term(0)).label("matched"),
-                sa.func.sum(weight_idf).label("matched_idf"),
-                sa.func.sum(
-                    weight_idf
-                    * (
-                        saturation(t.c.tf_content, t.c.content_length, plan.avg_content)
-                        + plan.topic_weight * saturation(t.c.tf_topics, t.c.topic_length, plan.avg_topics)
-                    )
-                ).label("raw"),
-                sa.func.sum(sa.case((t.c.term.in_(list(plan.phrase_terms) or [""]), 1), else_=0)).label(
-                    "phrase_held"
-                ),
+                sa.literal(weight, sa.Float).label("weight"),
+                sa.literal(weighted_idf, sa.Float).label("weighted_idf"),
+                (sa.literal(weighted_idf, sa.Float) * contribution).label("contribution"),
+                sa.literal(int(term in plan.phrase_terms), sa.Integer).label("phrase"),
+            ).where(self._user(t, key), t.c.term == term)
+            for term, (weight, weighted_idf) in plan.weights.items()
+        ]
+        postings = (branches[0] if len(branches) == 1 else sa.union_all(*branches)).subquery("postings")
+        p = postings.c
+        sums = (
+            sa.select(
+                p.memory_id,
+                sa.func.sum(p.weight).label("matched"),
+                sa.func.sum(p.weighted_idf).label("matched_idf"),
+                sa.func.sum(p.contribution).label("raw"),
+                sa.func.sum(p.phrase).label("phrase_held"),
             )
-            .where(self._user(t, key), t.c.term.in_(terms))
-            .group_by(t.c.memory_id)
+            .group_by(p.memory_id)
             .subquery("sums")
         )
         matched, matched_idf, raw = sums.c.matched, sums.c.matched_idf, sums.c.raw
