@@ -619,6 +619,12 @@ def count_memories(
     typer.echo(str(_run(settings, lambda svc, key: svc.count(key))))
 
 
+# `memchat mcp …` lives in its own module, which takes its options from this one.
+from .mcp.commands import mcp_app  # noqa: E402
+
+app.add_typer(mcp_app, name="mcp")
+
+
 def _tolerate_unencodable_output() -> None:
     """A terminal whose encoding cannot show a character gets "?" instead of a traceback."""
     for stream in (sys.stdout, sys.stderr):
