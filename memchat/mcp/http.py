@@ -11,6 +11,7 @@ session did not exist (the SDK's session-owner check).
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import socket
 from collections.abc import Callable
@@ -113,8 +114,9 @@ async def serve(
     port: int,
     *,
     ready: Callable[[str], Any] | None = None,
+    stop: asyncio.Event | None = None,
 ) -> None:
-    """Serve until cancelled (or ctrl+c); ``ready`` gets the URL once listening."""
+    """Serve until ctrl+c or ``stop`` is set; ``ready`` gets the URL once listening."""
     import uvicorn
 
     sock = bind(host, port)
@@ -123,11 +125,20 @@ async def serve(
     # uvicorn logs to stderr; its access log would list every call, so warnings only.
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
     server = uvicorn.Server(config)
+
+    async def stop_when_asked() -> None:
+        assert stop is not None
+        await stop.wait()
+        server.should_exit = True
+
+    watcher = asyncio.create_task(stop_when_asked()) if stop is not None else None
     if ready is not None:
         ready(f"http://{_url_host(host)}:{port}{PATH}")
     try:
         await server.serve(sockets=[sock])
     finally:
+        if watcher is not None:
+            watcher.cancel()
         sock.close()
 
 
