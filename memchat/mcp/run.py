@@ -64,8 +64,11 @@ async def run_stdio(settings: Settings) -> None:
             f"serving {len(mcp.tools)} tools ({', '.join(mcp.tools)}) on stdio for user {key.user!r} "
             f"in app {key.app!r}, memory {settings.memory}"
         )
-        async with stdio_server() as (read, write):
-            await mcp.server.run(read, write, mcp.initialization_options())
+        try:
+            async with stdio_server() as (read, write):
+                await mcp.server.run(read, write, mcp.initialization_options())
+        finally:
+            await mcp.drain(settings.timeout)
 
 
 async def run_http(settings: Settings, host: str, port: int, tokens: TokenStore) -> None:
@@ -90,4 +93,7 @@ async def run_http(settings: Settings, host: str, port: int, tokens: TokenStore)
                     f"WARNING: {host} is reachable from other machines; tokens travel in clear text over HTTP"
                 )
 
-        await serve(mcp, tokens, host, port, ready=ready)
+        try:
+            await serve(mcp, tokens, host, port, ready=ready)
+        finally:
+            await mcp.drain(settings.timeout)

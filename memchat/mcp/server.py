@@ -13,9 +13,11 @@ over HTTP, the (app, user) of the bearer token of that very request
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 import mcp_types as types
 from mcp.server import Server
@@ -43,6 +45,7 @@ from memchat.engine.tools import (
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 SERVER_NAME = "memchat"
 MEMORIES_URI = "memchat://memories"
@@ -50,6 +53,8 @@ MEMORY_URI_PREFIX = MEMORIES_URI + "/"
 MEMORY_URI_TEMPLATE = MEMORY_URI_PREFIX + "{memory_id}"
 #: Memories per page of resources/list.
 PAGE_SIZE = 100
+#: Connections subscribed with resources/subscribe (2025 clients) kept at most.
+MAX_SUBSCRIBERS = 1024
 #: Tools after whose success the memories have changed.
 WRITES = frozenset({ADD, UPDATE, DELETE, CLEAR})
 #: MCP's hints about each tool (the model-facing text stays the engine's).
@@ -84,6 +89,8 @@ class MemoryMCP:
         #: Earlier clients subscribe with resources/subscribe: per connection,
         #: (key, the session to notify through, the URIs).
         self._subscribers: dict[int, tuple[UserKey, Any, set[str]]] = {}
+        #: Service calls under way; a client that leaves does not cut them short.
+        self._inflight: set[asyncio.Future[Any]] = set()
         self.server: Server[Any] = Server(
             SERVER_NAME,
             version=_version(),
@@ -98,6 +105,20 @@ class MemoryMCP:
             on_unsubscribe_resource=self._unsubscribe,
             on_subscriptions_listen=self._listen,
         )
+
+    async def _completed(self, work: Awaitable[T]) -> T:
+        """Run a call on the service to its end even if the client goes away (the SDK then
+        cancels the handler): a write cut off inside its transaction would leave the
+        backend's connection half-closed, and the process hanging on exit."""
+        task = asyncio.ensure_future(work)
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+        return await asyncio.shield(task)
+
+    async def drain(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` seconds) for the calls still under way; before closing the service."""
+        if self._inflight:
+            await asyncio.wait(set(self._inflight), timeout=timeout)
 
     def initialization_options(self) -> Any:
         return self.server.create_initialization_options(NotificationOptions(resources_changed=True))
@@ -139,7 +160,7 @@ class MemoryMCP:
         else:
             # As JSON text, so the arguments meet the chat's own bounded parser
             # (size, depth) and get its error sentences, not the SDK's.
-            result = await tool.run(_as_json(params.arguments), key)
+            result = await self._completed(tool.run(_as_json(params.arguments), key))
         log.debug("%s for %s: %s", params.name, key, "error" if result.is_error else "ok")
         if not result.is_error and params.name in WRITES:
             await self._changed(key)
@@ -208,7 +229,7 @@ class MemoryMCP:
     async def _service_call(self, method: Any, *args: Any) -> Any:
         """A service read for a resource; its failure is one sentence to the client."""
         try:
-            return await method(*args)
+            return await self._completed(method(*args))
         except MemoryNotFoundError as exc:
             raise MCPError(types.INVALID_PARAMS, f"no such memory: {exc}") from exc
         except MemchatError as exc:
@@ -228,6 +249,10 @@ class MemoryMCP:
     async def _subscribe(self, ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
         key = self.key_for(ctx)
         connection = _connection_of(ctx)
+        if id(connection) not in self._subscribers and len(self._subscribers) >= MAX_SUBSCRIBERS:
+            # Clients that left without unsubscribing are only noticed when a send fails:
+            # the oldest goes first rather than the table growing without end.
+            self._subscribers.pop(next(iter(self._subscribers)))
         _, _, uris = self._subscribers.setdefault(id(connection), (key, ctx.session, set()))
         uris.add(str(params.uri))
         return types.EmptyResult()

@@ -171,3 +171,75 @@ def test_a_backend_that_is_down_is_one_line_and_nothing_on_stdout(tmp_path) -> N
     assert done.stdout == ""
     lines = [line for line in done.stderr.splitlines() if line.startswith("memchat:")]
     assert len(lines) == 1 and "127.0.0.1:9" in lines[0] and "Traceback" not in done.stderr
+
+
+def test_garbage_on_stdin_is_answered_and_the_server_lives_on(tmp_path) -> None:
+    """What no SDK client sends — broken JSON, a non-object, an unknown method, a
+    tools/call with arguments of the wrong type — gets a JSON-RPC error; the next
+    proper request is served, and stdout carries nothing but protocol messages."""
+    env = clean_env(tmp_path, MEMCHAT_EMBEDDER="none")
+    client = {"name": "raw", "version": "0"}
+    lines = [
+        "{this is not json",
+        "[1, 2, 3]",
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client}}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json.dumps({"jsonrpc": "2.0", "id": 2, "method": "memory/steal", "params": {}}),
+        json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                    "params": {"name": "memory_add", "arguments": "not an object"}}),
+        json.dumps({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                    "params": {"name": "memory_add", "arguments": {"memory": "User likes tea"}}}),
+    ]  # fmt: skip
+    server = subprocess.Popen(
+        [str(MEMCHAT), "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert server.stdin is not None and server.stdout is not None
+    replies = {}
+    try:
+        for line in lines:
+            server.stdin.write(line + "\n")
+            server.stdin.flush()
+            if '"id"' in line:  # a request: wait for its answer before sending the next line
+                message = json.loads(server.stdout.readline())  # stdout carries protocol messages only
+                replies[message.get("id")] = message
+        server.stdin.close()  # the client leaves: the server ends by itself
+        assert server.wait(30) == 0
+    finally:
+        server.kill()
+    stderr = server.stderr.read() if server.stderr else ""
+    assert "result" in replies[1]
+    assert replies[2]["error"]["code"] == -32601  # method not found
+    assert "error" in replies[3]
+    assert json.loads(replies[4]["result"]["content"][0]["text"])["message"] == "Memory added successfully"
+    assert server.stdout.read() == ""
+    assert "Traceback" not in stderr
+
+
+def test_a_client_that_leaves_mid_call_lets_the_server_end(tmp_path) -> None:
+    """Requests written, stdin closed at once: the calls under way still finish (a
+    write is not cut off inside its transaction) and the server exits promptly."""
+    env = clean_env(tmp_path, MEMCHAT_EMBEDDER="none")
+    client = {"name": "raw", "version": "0"}
+    lines = [
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                    "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client}}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        *(json.dumps({"jsonrpc": "2.0", "id": 10 + i, "method": "tools/call",
+                      "params": {"name": "memory_add", "arguments": {"memory": f"User likes tea {i}"}}})
+          for i in range(3)),
+    ]  # fmt: skip
+    acknowledged = set()
+    for _ in range(3):  # before the fix, most runs hung in asyncio's shutdown
+        done = subprocess.run(
+            [str(MEMCHAT), "mcp"], input="\n".join(lines) + "\n", env=env, capture_output=True, text=True,
+            timeout=60,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        for line in done.stdout.splitlines():
+            result = json.loads(line).get("result", {})
+            if "content" in result:
+                acknowledged.add(json.loads(result["content"][0]["text"])["memory"])
+    stored = {e.memory.text for e in asyncio.run(read_db(tmp_path, UserKey("memory-chat", "user")))}
+    assert acknowledged <= stored  # what the server said it stored, it stored
