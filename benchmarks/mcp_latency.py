@@ -14,9 +14,11 @@ text generator of store_ops.py, real vectors from the default embedder unless
 * ``http``: ``memchat mcp --http 127.0.0.1:0`` as a subprocess, a bearer token
   on every request (created in a throwaway token file).
 
-Every sample is a new query (no embedding reused); 10 warm-up calls first
-(the model loads on the first). Prints a Markdown table of p50/p95/mean in
-milliseconds and the protocol's cost (p50 minus in process).
+The three are open at once and called in turn, sample by sample, so the
+machine's load hits them alike. Every sample is a new query (no embedding
+reused); 10 warm-up calls first (the model loads on the first). Prints a
+Markdown table of p50/p95/mean in milliseconds and the protocol's cost (p50
+minus in process) with the load average.
 """
 
 from __future__ import annotations
@@ -78,58 +80,44 @@ async def seed(env: dict[str, str], size: int) -> None:
     print(f"seeded {count} memories in {time.perf_counter() - started:.1f}s", file=sys.stderr)
 
 
-async def timed(samples: int, call: Callable[[int], Awaitable[Any]]) -> list[float]:
-    for i in range(WARMUP):
-        await call(100_000 + i)
-    durations = []
-    for i in range(samples):
-        started = time.perf_counter()
-        await call(i)
-        durations.append((time.perf_counter() - started) * 1000)
-    return durations
-
-
 def check(text: str) -> None:
     body = json.loads(text)
     if "error" in body:
         raise SystemExit(f"memory_search failed: {body['error']}")
 
 
-async def in_process(env: dict[str, str], samples: int) -> list[float]:
-    from memchat.agent.factory import create_service
-
-    async with create_service(settings(env)) as svc:
-        tool = {t.name: t for t in svc.tools()}["memory_search"]
-
-        async def call(i: int) -> None:
-            check((await tool.run({"query": query_for(i)}, KEY)).content)
-
-        return await timed(samples, call)
+Call = Callable[[int], Awaitable[None]]
 
 
-async def over_mcp(client: Any, samples: int) -> list[float]:
+def over_mcp(client: Any) -> Call:
     async def call(i: int) -> None:
         result = await client.call_tool("memory_search", {"query": query_for(i)})
         check(result.content[0].text)
 
-    return await timed(samples, call)
+    return call
 
 
-async def stdio(env: dict[str, str], samples: int) -> list[float]:
+async def interleaved(calls: dict[str, Call], samples: int) -> dict[str, list[float]]:
+    """Sample i of every transport back to back, so the machine's load hits them alike."""
+    for i in range(WARMUP):
+        for call in calls.values():
+            await call(100_000 + i)
+    durations: dict[str, list[float]] = {name: [] for name in calls}
+    for i in range(samples):
+        for name, call in calls.items():
+            started = time.perf_counter()
+            await call(i)
+            durations[name].append((time.perf_counter() - started) * 1000)
+    return durations
+
+
+async def measure(env: dict[str, str], samples: int) -> dict[str, list[float]]:
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
-
-    params = StdioServerParameters(command=str(MEMCHAT), args=["mcp"], env=env)
-    with open(os.devnull, "w") as quiet:
-        async with Client(stdio_client(params, errlog=quiet)) as client:
-            return await over_mcp(client, samples)
-
-
-async def http(env: dict[str, str], samples: int) -> list[float]:
-    from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
+    from memchat.agent.factory import create_service
     from memchat.mcp.tokens import TokenStore
 
     token, _ = TokenStore(env["MEMCHAT_MCP_TOKENS"]).create(KEY)
@@ -137,13 +125,27 @@ async def http(env: dict[str, str], samples: int) -> list[float]:
         [str(MEMCHAT), "mcp", "--http", "127.0.0.1:0"], env=env, stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+    params = StdioServerParameters(command=str(MEMCHAT), args=["mcp"], env=env)
     try:
         url = await asyncio.to_thread(_url_from, server)
-        async with (
-            create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as client_http,
-            Client(streamable_http_client(url, http_client=client_http)) as client,
-        ):
-            return await over_mcp(client, samples)
+        with open(os.devnull, "w") as quiet:
+            async with (
+                create_service(settings(env)) as svc,
+                Client(stdio_client(params, errlog=quiet)) as over_stdio,
+                create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
+                Client(streamable_http_client(url, http_client=http)) as over_http,
+            ):
+                tool = {t.name: t for t in svc.tools()}["memory_search"]
+
+                async def in_process(i: int) -> None:
+                    check((await tool.run({"query": query_for(i)}, KEY)).content)
+
+                calls = {
+                    "in process (Tool.run)": in_process,
+                    "MCP stdio": over_mcp(over_stdio),
+                    "MCP streamable HTTP": over_mcp(over_http),
+                }
+                return await interleaved(calls, samples)
     finally:
         server.terminate()
         server.wait(30)
@@ -179,17 +181,18 @@ async def main() -> None:
     with tempfile.TemporaryDirectory(prefix="memchat-mcp-bench-") as name:
         env = environment(Path(name), args.embedder)
         await seed(env, args.size)
-        base = await in_process(env, args.samples)
-        over_stdio = await stdio(env, args.samples)
-        over_http = await http(env, args.samples)
-    floor = statistics.median(base)
+        durations = await measure(env, args.samples)
+    floor = statistics.median(durations["in process (Tool.run)"])
     mode = "hybrid" if args.embedder != "none" else "keyword"
-    print(f"\nmemory_search on SQLite, {args.size} memories, {mode} search, {args.samples} samples (ms)\n")
+    load = os.getloadavg()[0]
+    print(
+        f"\nmemory_search on SQLite, {args.size} memories, {mode} search, {args.samples} samples per "
+        f"transport, interleaved (ms; load average {load:.1f} on {os.cpu_count()} cores)\n"
+    )
     print("| transport | p50 | p95 | mean | protocol cost (p50) |")
     print("|---|---|---|---|---|")
-    print(row("in process (Tool.run)", base, None))
-    print(row("MCP stdio", over_stdio, floor))
-    print(row("MCP streamable HTTP", over_http, floor))
+    for name, values in durations.items():
+        print(row(name, values, None if name.startswith("in process") else floor))
 
 
 if __name__ == "__main__":
