@@ -39,7 +39,7 @@ def require_sdk() -> None:
     except ImportError as exc:
         from memchat.engine.model import ConfigError
 
-        raise ConfigError(f"memchat mcp needs the MCP SDK ({exc.name}): pip install 'memchat[mcp]'") from exc
+        raise ConfigError("memchat mcp needs the MCP SDK: pip install 'memchat[mcp]'") from exc
 
 
 def mcp_settings(settings: Settings) -> Settings:

@@ -116,3 +116,15 @@ def test_a_damaged_token_file_is_one_line(env, monkeypatch) -> None:
 )
 def test_http_addresses_default_to_loopback(given, expected) -> None:
     assert parse_address(given) == expected
+
+
+def test_without_the_sdk_the_server_says_which_install_fixes_it(env, monkeypatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "mcp", None)  # as if `memchat[mcp]` were not installed
+    monkeypatch.setitem(sys.modules, "mcp.server", None)
+    result = run("mcp")
+    assert result.exit_code == 2
+    assert result.stderr.strip() == "memchat: memchat mcp needs the MCP SDK: pip install 'memchat[mcp]'"
+    # Tokens need no SDK.
+    assert run("mcp", "token", "create", "--user", "alice").exit_code == 0
