@@ -33,6 +33,7 @@ from mcp.server.subscriptions import (
 from mcp.shared.exceptions import MCPError
 
 from memchat.engine import Entry, MemchatError, MemoryNotFoundError, MemoryService, UserKey
+from memchat.engine.timeparse import format_rfc3339
 from memchat.engine.tools import (
     ADD,
     CLEAR,
@@ -212,10 +213,10 @@ class MemoryMCP:
         uri = str(params.uri)
         if uri == MEMORIES_URI:
             entries = await self._service_call(self.service.read, key)
-            body: Any = {"count": len(entries), "memories": [entry_to_result(e) for e in entries]}
+            body: Any = {"count": len(entries), "memories": [_resource_view(e) for e in entries]}
         elif uri.startswith(MEMORY_URI_PREFIX):
             memory_id = uri.removeprefix(MEMORY_URI_PREFIX)
-            body = entry_to_result(await self._service_call(self.service.get, key, memory_id))
+            body = _resource_view(await self._service_call(self.service.get, key, memory_id))
         else:
             raise MCPError(
                 types.INVALID_PARAMS,
@@ -283,6 +284,11 @@ def _connection_of(ctx: Any) -> Any:
     # The SDK builds a ServerSession per request; the connection under it is what
     # stays the same for one client (no public accessor yet in mcp 2.3).
     return getattr(ctx.session, "_connection", ctx.session)
+
+
+def _resource_view(entry: Entry) -> dict[str, Any]:
+    """The tools' view of a memory, plus when it last changed (for a client's list)."""
+    return {**entry_to_result(entry), "updated": format_rfc3339(entry.updated_at, fractional=True)}
 
 
 def _memory_resource(entry: Entry) -> types.Resource:

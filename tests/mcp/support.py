@@ -145,6 +145,7 @@ async def crud_flow(client: Any) -> None:
     assert [m["memory"] for m in everything["memories"]] == ["User likes jasmine tea"]
     one = resource_json(await client.read_resource(f"{MEMORIES_URI}/{new_id}"))
     assert one["id"] == new_id and one["memory"] == "User likes jasmine tea" and one["topics"] == ["drinks"]
+    assert one["updated"] >= one["created"]
 
     deleted = payload(await client.call_tool("memory_delete", {"memory_id": new_id}))
     assert deleted == {"message": "Memory deleted successfully", "memory_id": new_id}

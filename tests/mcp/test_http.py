@@ -57,6 +57,22 @@ async def test_the_tools_and_the_resource_over_http(service, tokens) -> None:
         await crud_flow(client)
 
 
+@pytest.mark.parametrize("backend", ["redis", "postgres", "mysql"])
+async def test_the_same_tools_on_a_server_backend(backend, tokens, tmp_path) -> None:
+    """The adapter knows no backend: the flow passes on the real servers too."""
+    from tests.conformance.harness import HARNESSES
+
+    store = HARNESSES[backend](tmp_path).make_store()
+    tools = ToolSettings(enabled={"memory_delete": True})
+    token, _ = tokens.create(ALICE)
+    async with (
+        MemoryService(store, embedder=NO_EMBEDDER, tool_settings=tools) as service,
+        http_server(service, tokens) as url,
+        http_client(url, token) as client,
+    ):
+        await crud_flow(client)
+
+
 async def test_two_users_with_two_tokens_are_isolated(service, tokens) -> None:
     alice_token, _ = tokens.create(ALICE)
     bob_token, _ = tokens.create(BOB)
