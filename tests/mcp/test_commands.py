@@ -83,6 +83,7 @@ def test_the_token_file_can_be_chosen(env, monkeypatch) -> None:
         (("mcp", "token", "revoke", "nope"), "no MCP token has the id 'nope'"),
         (("mcp", "--http", "127.0.0.1:99999"), "--http '127.0.0.1:99999' is not an address"),
         (("mcp", "--http", "8765", "--user", "alice"), "each request's token says who is calling"),
+        (("--user", "alice", "mcp", "--http", "8765"), "each request's token says who is calling"),
         (("mcp", "--enable-tool", "memory_nuke"), "unknown tool 'memory_nuke'"),
         (("mcp", "--memory", "mongodb"), "mongodb"),
     ],
