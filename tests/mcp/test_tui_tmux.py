@@ -5,6 +5,7 @@ side panel on refresh (f5), and one the chat makes is found over MCP."""
 from __future__ import annotations
 
 import shutil
+import time
 import uuid
 from pathlib import Path
 
@@ -22,6 +23,13 @@ def tmux():
     tmux = Tmux(f"memchat-mcp-test-{uuid.uuid4().hex[:8]}")
     yield tmux
     tmux("kill-server", check=False)
+
+
+def wait_until_gone(tmux: Tmux, text: str, timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while text in tmux.screen():
+        assert time.monotonic() < deadline, f"{text!r} still on screen after {timeout}s"
+        time.sleep(0.1)
 
 
 async def test_mcp_and_the_tui_see_each_others_memories(tmux: Tmux, stdio, tmp_path: Path) -> None:
@@ -62,6 +70,8 @@ async def test_mcp_and_the_tui_see_each_others_memories(tmux: Tmux, stdio, tmp_p
 
         # TUI → MCP: the chat's model stores a memory; the MCP client finds it.
         tmux("send-keys", "-t", "memchat", "C-b")  # close the panel, back to the input
+        wait_until_gone(tmux, "Memories (1)")
+        time.sleep(0.5)  # the app moves the focus to the input after the panel has gone
         tmux.type("I like Go")
         tmux.wait_for("✅ memory_add", "tok/s", "● ready")
         hits = payload(await client.call_tool("memory_search", {"query": "Go"}))
