@@ -12,9 +12,11 @@ session did not exist (the SDK's session-owner check).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
+import signal
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from mcp.server.auth.provider import AccessToken
@@ -119,29 +121,43 @@ async def serve(
     ready: Callable[[str], Any] | None = None,
     stop: asyncio.Event | None = None,
 ) -> None:
-    """Serve until ctrl+c or ``stop`` is set; ``ready`` gets the URL once listening."""
+    """Serve until ctrl+c, SIGTERM or ``stop``; ``ready`` gets the URL once listening."""
     import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            # uvicorn re-raises a captured ctrl+c once it has stopped, which would
+            # interrupt the store's closing below; the handlers here just stop it.
+            yield
 
     sock = bind(host, port)
     port = sock.getsockname()[1]
     app = build_app(mcp, tokens, host=host, port=port)
     # uvicorn logs to stderr; its access log would list every call, so warnings only.
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
-    server = uvicorn.Server(config)
+    server = Server(config)
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    handled = []
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread
+            loop.add_signal_handler(signum, stop.set)
+            handled.append(signum)
 
     async def stop_when_asked() -> None:
-        assert stop is not None
         await stop.wait()
         server.should_exit = True
 
-    watcher = asyncio.create_task(stop_when_asked()) if stop is not None else None
+    watcher = asyncio.create_task(stop_when_asked())
     if ready is not None:
         ready(f"http://{_url_host(host)}:{port}{PATH}")
     try:
         await server.serve(sockets=[sock])
     finally:
-        if watcher is not None:
-            watcher.cancel()
+        watcher.cancel()
+        for signum in handled:
+            loop.remove_signal_handler(signum)
         sock.close()
 
 

@@ -5,6 +5,8 @@ bearer token; a token reaches its own user's memories and nobody else's."""
 from __future__ import annotations
 
 import asyncio
+import re
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -216,3 +218,34 @@ async def test_a_huge_request_is_refused_and_the_server_keeps_serving(service, t
             payload(await client.call_tool("memory_add", {"memory": "Alice likes tea"}))["memory"]
             == "Alice likes tea"
         )
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl+c", "SIGTERM"])
+async def test_the_real_command_serves_and_stops_cleanly(tmp_path, stop) -> None:
+    """`memchat mcp --http 127.0.0.1:0` as a user starts it: it says where it listens
+    (stderr), serves a token's user, and ctrl+c / SIGTERM end it with nothing on stdout."""
+    env = clean_env(tmp_path, MEMCHAT_EMBEDDER="none")
+    token = subprocess.run(
+        [str(MEMCHAT), "mcp", "token", "create", "--user", "alice"], env=env, capture_output=True, text=True
+    ).stdout.strip()
+    server = subprocess.Popen(
+        [str(MEMCHAT), "mcp", "--http", "127.0.0.1:0", "--memory", "sqlite"], env=env, cwd=tmp_path,
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert server.stderr is not None
+        first = await asyncio.to_thread(server.stderr.readline)
+        url = re.search(r"on (http://127\.0\.0\.1:\d+/mcp) ", first)
+        assert url, first
+        async with http_client(url.group(1), token) as client:
+            added = payload(await client.call_tool("memory_add", {"memory": "Alice likes tea"}))
+            assert added["memory"] == "Alice likes tea"
+        server.send_signal(stop)
+        out, err = server.communicate(timeout=30)
+    finally:
+        server.kill()
+    assert server.returncode == 0, err
+    assert out == "" and "Traceback" not in err and "ERROR" not in err
+    store = create("sqlite", dsn=str(tmp_path / "memories.db"))
+    async with MemoryService(store, embedder=NO_EMBEDDER) as svc:
+        assert [e.memory.text for e in await svc.read(ALICE)] == ["Alice likes tea"]
