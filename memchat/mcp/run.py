@@ -5,6 +5,7 @@ Everything the server says goes to stderr: on stdio, stdout is the protocol.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 from dataclasses import replace
@@ -64,10 +65,12 @@ async def run_stdio(settings: Settings) -> None:
             f"serving {len(mcp.tools)} tools ({', '.join(mcp.tools)}) on stdio for user {key.user!r} "
             f"in app {key.app!r}, memory {settings.memory}"
         )
+        watcher = asyncio.create_task(mcp.watch())
         try:
             async with stdio_server() as (read, write):
                 await mcp.server.run(read, write, mcp.initialization_options())
         finally:
+            watcher.cancel()
             await mcp.drain(settings.timeout)
 
 
@@ -93,7 +96,9 @@ async def run_http(settings: Settings, host: str, port: int, tokens: TokenStore)
                     f"WARNING: {host} is reachable from other machines; tokens travel in clear text over HTTP"
                 )
 
+        watcher = asyncio.create_task(mcp.watch())
         try:
             await serve(mcp, tokens, host, port, ready=ready)
         finally:
+            watcher.cancel()
             await mcp.drain(settings.timeout)

@@ -54,6 +54,8 @@ MEMORY_URI_PREFIX = MEMORIES_URI + "/"
 MEMORY_URI_TEMPLATE = MEMORY_URI_PREFIX + "{memory_id}"
 #: Memories per page of resources/list.
 PAGE_SIZE = 100
+#: Seconds between looks for changes made outside this server (see MemoryMCP.watch).
+WATCH_INTERVAL = 2.0
 #: Connections subscribed with resources/subscribe (2025 clients) kept at most.
 MAX_SUBSCRIBERS = 1024
 #: Tools after whose success the memories have changed.
@@ -90,6 +92,8 @@ class MemoryMCP:
         #: Earlier clients subscribe with resources/subscribe: per connection,
         #: (key, the session to notify through, the URIs).
         self._subscribers: dict[int, tuple[UserKey, Any, set[str]]] = {}
+        #: The watcher's last look at each subscribed user's memories: (count, newest change).
+        self._fingerprints: dict[UserKey, tuple[int, Any]] = {}
         #: Service calls under way; a client that leaves does not cut them short.
         self._inflight: set[asyncio.Future[Any]] = set()
         self.server: Server[Any] = Server(
@@ -266,6 +270,7 @@ class MemoryMCP:
 
     async def _changed(self, key: UserKey) -> None:
         """Tell the user's subscribers that their memories changed (never anybody else's)."""
+        self._fingerprints.pop(key, None)  # the watcher takes the new state as its baseline
         if key in self._listeners:
             bus, _ = self._listeners[key]
             await bus.publish(ResourceUpdated(uri=MEMORIES_URI))
@@ -278,6 +283,27 @@ class MemoryMCP:
             except Exception:  # the client went away: forget it
                 log.debug("dropping a resource subscriber", exc_info=True)
                 self._subscribers.pop(connection, None)
+
+    async def watch(self, interval: float = WATCH_INTERVAL) -> None:
+        """Announce changes made elsewhere (the chat, the CLI, another server) to the users
+        who listen, by looking every ``interval`` seconds at how many memories they have
+        and when the newest changed. Runs until cancelled."""
+        while True:
+            await asyncio.sleep(interval)
+            keys = set(self._listeners) | {owner for owner, _, uris in self._subscribers.values() if uris}
+            for key in keys:
+                try:
+                    latest = await self._completed(self.service.read(key, 1))
+                    count = await self._completed(self.service.count(key))
+                except Exception:  # a backend that is down: the next look tries again
+                    log.debug("watching %s failed", key, exc_info=True)
+                    continue
+                fingerprint = (count, latest[0].updated_at if latest else None)
+                known = self._fingerprints.get(key)
+                self._fingerprints[key] = fingerprint
+                if known is not None and known != fingerprint:
+                    await self._changed(key)
+                    self._fingerprints[key] = fingerprint
 
 
 def _connection_of(ctx: Any) -> Any:

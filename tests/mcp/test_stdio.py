@@ -243,3 +243,24 @@ def test_a_client_that_leaves_mid_call_lets_the_server_end(tmp_path) -> None:
                 acknowledged.add(json.loads(result["content"][0]["text"])["memory"])
     stored = {e.memory.text for e in asyncio.run(read_db(tmp_path, UserKey("memory-chat", "user")))}
     assert acknowledged <= stored  # what the server said it stored, it stored
+
+
+async def test_a_change_made_elsewhere_is_announced_too(stdio, tmp_path) -> None:
+    """The chat (here: the library on the same SQLite file) adds a memory; the
+    listening MCP client hears of it within a few seconds (the server looks every 2 s)."""
+    from mcp.shared.subscriptions import ResourceUpdated
+
+    from memchat.mcp.server import MEMORIES_URI
+
+    env = clean_env(tmp_path, MEMCHAT_EMBEDDER="none")
+    async with stdio(env=env) as client, client.listen(resource_subscriptions=[MEMORIES_URI]) as subscription:
+        await client.call_tool("memory_add", {"memory": "User likes tea"})
+        assert await asyncio.wait_for(anext(aiter(subscription)), 10) == ResourceUpdated(uri=MEMORIES_URI)
+        with pytest.raises(TimeoutError):  # the server's next look at its own write is no news
+            await asyncio.wait_for(anext(aiter(subscription)), 2.5)
+        store = create("sqlite", dsn=str(tmp_path / "memories.db"))
+        async with MemoryService(store, embedder=NO_EMBEDDER) as elsewhere:
+            await elsewhere.add(UserKey("memory-chat", "user"), "User plays chess on Sundays")
+        assert await asyncio.wait_for(anext(aiter(subscription)), 10) == ResourceUpdated(uri=MEMORIES_URI)
+        memories = resource_json(await client.read_resource(MEMORIES_URI))["memories"]
+        assert [m["memory"] for m in memories] == ["User plays chess on Sundays", "User likes tea"]
