@@ -748,6 +748,11 @@ from .cli_sessions import sessions_app  # noqa: E402 - it uses the helpers above
 
 app.add_typer(sessions_app, name="sessions")
 
+# `memchat mcp …` lives in its own module, which takes its options from this one.
+from .mcp.commands import mcp_app  # noqa: E402
+
+app.add_typer(mcp_app, name="mcp")
+
 
 def _tolerate_unencodable_output() -> None:
     """A terminal whose encoding cannot show a character gets "?" instead of a traceback."""

@@ -130,6 +130,14 @@ class Settings:
     timeout: float = _setting(10.0, env="MEMCHAT_TIMEOUT", config=("memory", "timeout"), flag="--timeout")
     #: Tools shown to the model in auto mode besides memory_search (e.g. memory_add).
     expose_tools: tuple[str, ...] = _setting((), env="MEMCHAT_EXPOSE_TOOLS", config=("tools", "expose"))
+    #: Where `memchat mcp` keeps its HTTP bearer tokens (hashed); "" = the user data folder.
+    mcp_tokens: str = _setting(
+        "",
+        env="MEMCHAT_MCP_TOKENS",
+        config=("mcp", "tokens"),
+        help="The MCP server's token file (default: mcp-tokens.json in the user data folder, "
+        "beside the default SQLite database).",
+    )
     #: Merged environment handed to the backend factories and model clients.
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     #: Where values came from, for `memchat config` style diagnostics.

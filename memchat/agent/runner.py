@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from memchat.engine import MemoryService, UserKey
 from memchat.engine.preload import build_preload_block, merge_into_system, select_preload
-from memchat.engine.tools import Tool, ToolResult
+from memchat.engine.tools import Tool, ToolResult, unknown_tool_result
 
 from .events import (
     Event,
@@ -227,11 +227,7 @@ class Runner:
         started = time.perf_counter()
         tool = self.tools.get(call.name)
         if tool is None:
-            available = ", ".join(self.tool_names) or "none"
-            result = ToolResult(
-                content=f'{{"error": "unknown tool {call.name}; available tools: {available}"}}',
-                is_error=True,
-            )
+            result = unknown_tool_result(call.name, self.tool_names)
         else:
             result = await tool.run(call.arguments, self.key)
         return result, time.perf_counter() - started

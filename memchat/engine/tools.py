@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 import json
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +56,7 @@ __all__ = [
     "new_search_tool",
     "new_update_tool",
     "select_tool_names",
+    "unknown_tool_result",
 ]
 
 log = logging.getLogger(__name__)
@@ -292,6 +293,12 @@ def _dumps(value: Any) -> str:
 
 def _error_result(message: str) -> ToolResult:
     return ToolResult(_dumps({"error": message}), is_error=True)
+
+
+def unknown_tool_result(name: str, available: Iterable[str]) -> ToolResult:
+    """What a call of a tool that is not offered gets, in the chat and over MCP alike."""
+    names = ", ".join(available) or "none"
+    return _error_result(f"unknown tool {name}; available tools: {names}")
 
 
 Handler = Callable[[dict[str, Any], UserKey], Awaitable[Any]]
