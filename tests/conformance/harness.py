@@ -190,12 +190,16 @@ def _sql_cleanup() -> None:
             conn = _sql_connect(name, module.parse_dsn(dsn))
             try:
                 with conn.cursor() as cur:
+                    # Each memories table has its keyword index's tables beside it
+                    # (backends/sql_index.py; "_terms" is the index's version 1).
+                    beside = [f"{t}{suffix}" for t in tables for suffix in ("_postings", "_stats", "_terms")]
                     if name in ("mysql", "mysqlvec"):
                         cur.execute("SET SESSION lock_wait_timeout = 5")
-                        names = ", ".join(f"`{t}`, `{module.lock_table_name(t)}`" for t in tables)
+                        locks = [module.lock_table_name(t) for t in tables]
+                        names = ", ".join(f"`{t}`" for t in [*tables, *beside, *locks])
                     else:
                         cur.execute("SET lock_timeout = '5s'")
-                        names = ", ".join(f'"{t}"' for t in tables)
+                        names = ", ".join(f'"{t}"' for t in [*tables, *beside])
                     cur.execute(f"DROP TABLE IF EXISTS {names}")
                     # Their records in the shared memchat_meta table (name = "<table>:<record>").
                     with contextlib.suppress(Exception):
