@@ -40,6 +40,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 MEMCHAT = Path(sys.executable).with_name("memchat")
+#: Added to the environment of the programs started in tmux (--pythonpath: measure another checkout).
+EXTRA_ENV: dict[str, str] = {}
 
 BARE_APP = """
 from textual.app import App
@@ -103,17 +105,19 @@ def bench_first_frame(runs: int) -> None:
             "TERM": "xterm-256color",
             "LANG": "C.UTF-8",
             "PATH": os.environ.get("PATH", ""),
+            **EXTRA_ENV,
         }
         cases = [
+            ("bare Textual app (Header + Footer)", [sys.executable, "-c", repr(BARE_APP)], {}, "Bare|", None),
             ("memchat --memory sqlite (offline model)", [str(MEMCHAT), "--memory", "sqlite"], {},
              "memchat|palette", "Memory chat ready!"),
             ("memchat --memory sqlite (openai model)", [str(MEMCHAT), "--memory", "sqlite"],
              {"OPENAI_API_KEY": "sk-bench-not-used"}, "memchat|palette", "Memory chat ready!"),
-            ("bare Textual app (Header + Footer)", [sys.executable, "-c", repr(BARE_APP)], {}, "Bare|", None),
         ]  # fmt: skip
         print(f"\n## First frame in tmux 120x40 ({runs} runs each; median, min)\n")
-        print("| program | first frame | RSS at first frame | ready | RSS when ready |")
-        print("|---|---|---|---|---|")
+        print("| program | first frame | ratio to bare | RSS at first frame | ready | RSS when ready |")
+        print("|---|---|---|---|---|---|")
+        bare = None
         for label, command, extra, first, ready in cases:
             if command[0] == sys.executable:
                 script = Path(tmp) / "bare.py"
@@ -123,7 +127,7 @@ def bench_first_frame(runs: int) -> None:
             firsts = [r[0] for r in results if r[0] is not None]
             readies = [r[1] for r in results if r[1] is not None]
             if not firsts:
-                print(f"| {label} | (not drawn) | | | |")
+                print(f"| {label} | (not drawn) | | | | |")
                 continue
             rss_first = statistics.median(r[2] for r in results if r[0] is not None)
             rss_ready = (
@@ -132,10 +136,110 @@ def bench_first_frame(runs: int) -> None:
             ready_text = (
                 f"{statistics.median(readies):.2f} s ({min(readies):.2f})" if ready and readies else "—"
             )
+            bare = bare if bare is not None else statistics.median(firsts)
             print(
-                f"| {label} | {statistics.median(firsts):.2f} s ({min(firsts):.2f}) | {rss_first:.0f} MB | "
+                f"| {label} | {statistics.median(firsts):.2f} s ({min(firsts):.2f}) | "
+                f"{statistics.median(firsts) / bare:.2f}× | {rss_first:.0f} MB | "
                 f"{ready_text} | {rss_ready:.0f} MB |"
             )
+
+
+# -- 1b. quitting in tmux -------------------------------------------------------------------------
+def _exited(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return True
+    return state in ("Z", "X")
+
+
+def _tmux_quit(command: list[str], cwd: Path, env: dict[str, str], ready: str, before: list[tuple[str, str]],
+               keys: list[str]) -> float | None:
+    """Start ``command``, wait for ``ready`` on screen, type ``before`` (keys, then
+    the text to wait for), then time from sending ``keys`` to the process gone."""
+    socket = f"memchat-quit-{os.getpid()}"
+
+    def tmux(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["tmux", "-L", socket, *args], capture_output=True, timeout=10)
+
+    def wait_for(text: str, seconds: float = 30) -> bool:
+        deadline = time.perf_counter() + seconds
+        while time.perf_counter() < deadline:
+            if text in tmux("capture-pane", "-p", "-t", "b").stdout.decode("utf-8", "replace"):
+                return True
+            time.sleep(0.01)
+        return False
+
+    shell = " ".join(["env", "-i", *(f"{k}={v}" for k, v in env.items()), *command])
+    tmux("-f", "/dev/null", "new-session", "-d", "-s", "b", "-x", "120", "-y", "40", "-c", str(cwd), shell)
+    try:
+        pid = int(tmux("display-message", "-p", "-t", "b", "#{pane_pid}").stdout or 0)
+        if not wait_for(ready):
+            return None
+        for typed, shown in before:
+            tmux("send-keys", "-t", "b", "-l", typed)
+            tmux("send-keys", "-t", "b", "Enter")
+            if not wait_for(shown):
+                return None
+        time.sleep(0.3)  # let the screen settle, as a person would before quitting
+        started = time.perf_counter()
+        for key in keys:
+            literal = len(key) > 1 and not key.startswith("C-") and key != "Enter"
+            tmux("send-keys", "-t", "b", *(["-l", key] if literal else [key]))
+        while not _exited(pid):
+            if time.perf_counter() - started > 30:
+                return None
+            time.sleep(0.002)
+        return time.perf_counter() - started
+    finally:
+        tmux("kill-server")
+
+
+def bench_quit(runs: int) -> None:
+    if not shutil.which("tmux") or not MEMCHAT.exists():
+        print("quit: skipped (needs tmux and the installed memchat)")
+        return
+    print(f"\n## Quit in tmux 120x40 ({runs} runs each; median, min; ratio to the bare app's median)\n")
+    print("| program | how | quit | ratio |")
+    print("|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "bare.py"
+        script.write_text(BARE_APP)
+        bare_command = [sys.executable, str(script)]
+        memchat = [str(MEMCHAT), "--memory", "sqlite"]
+        turn = [("I like Go", "remember")]
+        cases = [
+            ("bare Textual app (Header + Footer)", "ctrl+q", bare_command, "Bare", [], ["C-q"]),
+            ("memchat --memory sqlite (offline model)", "ctrl+q", memchat, "Memory chat ready!", [], ["C-q"]),
+            ("memchat --memory sqlite (offline model)", "/exit", memchat, "Memory chat ready!", [],
+             ["/exit", "Enter"]),
+            ("memchat --memory sqlite (offline model)", "/exit after a turn that wrote a memory", memchat,
+             "Memory chat ready!", turn, ["/exit", "Enter"]),
+            ("memchat --memory sqlite --extract (auto mode)", "ctrl+q after a turn (extraction pending)",
+             [*memchat, "--extract"], "Memory chat ready!", [("My sister is Ana", "sister")], ["C-q"]),
+        ]  # fmt: skip
+        bare = None
+        for n, (label, how, command, ready, before, keys) in enumerate(cases):
+            times = []
+            for run in range(runs):
+                env = {
+                    "SQLITE_MEMORY_DSN": f"sqlite:///{tmp}/memories-{n}-{run}.db",
+                    "XDG_CONFIG_HOME": f"{tmp}/config",
+                    "HOME": tmp,
+                    "TERM": "xterm-256color",
+                    "LANG": "C.UTF-8",
+                    "PATH": os.environ.get("PATH", ""),
+                    **EXTRA_ENV,
+                }
+                took = _tmux_quit(command, Path(tmp), env, ready, before, keys)
+                if took is not None:
+                    times.append(took)
+            if not times:
+                print(f"| {label} | {how} | (did not finish) | |")
+                continue
+            median = statistics.median(times)
+            bare = bare if bare is not None else median
+            print(f"| {label} | {how} | {median:.2f} s ({min(times):.2f}) | {median / bare:.2f}× |")
 
 
 # -- 2. a long fast stream ----------------------------------------------------------------------
@@ -369,14 +473,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--only", choices=["first-frame", "stream", "panel"])
+    parser.add_argument("--only", choices=["first-frame", "quit", "stream", "panel"])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--tokens", type=int, default=10_000)
     parser.add_argument("--rate", type=float, default=2_000)
     parser.add_argument("--memories", type=int, default=10_000)
+    parser.add_argument("--pythonpath", help="run memchat from this checkout (e.g. the code before a change)")
     args = parser.parse_args()
+    if args.pythonpath:
+        EXTRA_ENV["PYTHONPATH"] = str(Path(args.pythonpath).resolve())
     if args.only in (None, "first-frame"):
         bench_first_frame(args.runs)
+    if args.only in (None, "quit"):
+        bench_quit(args.runs)
     if args.only in (None, "stream"):
         asyncio.run(bench_stream(args.tokens, args.rate))
     if args.only in (None, "panel"):

@@ -17,6 +17,7 @@ class Command(enum.Enum):
     MEMORY = "/memory"
     HELP = "/help"
     STREAM = "/stream"
+    FORGET = "/forget"
     UNKNOWN = "unknown"
 
 
@@ -25,6 +26,7 @@ COMMANDS = {
     "/memory": "Show user memories",
     "/new": "Start a new session (memories are kept)",
     "/stream": "Toggle streaming output",
+    "/forget": "Forget a memory: /forget TEXT finds it, asks, then deletes it",
     "/help": "Show the commands",
     "/exit": "End the conversation",
 }
@@ -33,7 +35,7 @@ COMMANDS = {
 @dataclass(frozen=True)
 class Parsed:
     kind: Command
-    #: The message to send (for MESSAGE and MEMORY), or the unknown command.
+    #: The message to send (for MESSAGE and MEMORY), what to forget (FORGET), or the unknown command.
     text: str = ""
 
 
@@ -47,6 +49,8 @@ def parse_command(line: str) -> Parsed:
     word = text.split()[0].lower()
     if word == "/memory":
         return Parsed(Command.MEMORY, MEMORY_PROMPT)
+    if word == "/forget":
+        return Parsed(Command.FORGET, text[len(word) :].strip())
     for kind in (Command.EXIT, Command.NEW, Command.HELP, Command.STREAM):
         if word == kind.value:
             return Parsed(kind)

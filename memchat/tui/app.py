@@ -42,33 +42,29 @@ from memchat.agent.events import (
     TurnError,
     TurnStats,
 )
-from memchat.engine.model import MemchatError
 from memchat.safe_text import one_line
 
+from .memory_actions import MemoryActions, describe_error
 from .messages import (
     EmbeddingProgress,
     ExtractionDrained,
     ExtractionProgress,
-    MemoriesFailed,
-    MemoriesLoaded,
-    MemoryChanged,
     RunnerFailed,
     RunnerReady,
     TurnEnded,
     TurnEvent,
 )
 from .screens.chat import ChatScreen
-from .screens.confirm import ConfirmScreen
 from .services import (
     RunnerFactory,
     cancel_extraction,
     clipboard_problem,
     close_default_runner,
+    describe_open_failure,
     open_default_runner,
 )
+from .toggles import Toggles
 from .widgets.chat_input import COMMAND_HELP, ChatInput
-from .widgets.memory_list import MemoryList
-from .widgets.memory_panel import MemoryPanel
 from .widgets.message import AssistantMessage, ChatMessage, ExtractionNote
 
 if TYPE_CHECKING:
@@ -79,26 +75,19 @@ if TYPE_CHECKING:
 #: Seconds between two text updates of a streaming answer (at most ~30 a second).
 TEXT_FLUSH_INTERVAL = 0.033
 
-#: Results the panel's filter asks the engine for.
-FILTER_RESULTS = 200
-
 #: Key for each command, shown in /help.
-COMMAND_KEYS = {"/memory": "ctrl+b", "/new": "ctrl+n", "/stream": "ctrl+t", "/help": "f1", "/exit": "ctrl+q"}
+COMMAND_KEYS = {"/memory": "ctrl+b", "/new": "ctrl+n", "/stream": "ctrl+t", "/forget": "d in the panel",
+                "/help": "f1", "/exit": "ctrl+q"}  # fmt: skip
 
 #: Actions that make no sense while a dialog is open.
-CHAT_ACTIONS = {"new_session", "toggle_memories", "toggle_streaming", "copy_message", "help", "stop"}
+CHAT_ACTIONS = {"new_session", "toggle_memories", "toggle_streaming", "toggle_tool_panels", "copy_message",
+                "help", "stop"}  # fmt: skip
 
 #: Actions that make no sense while the app saves memories before quitting.
 QUITTING_ACTIONS = {"new_session", "toggle_streaming", "stop"}
 
 
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, MemchatError):
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-
-
-class MemchatApp(App[int]):
+class MemchatApp(MemoryActions, Toggles, App[int]):
     #: Absolute, so that subclasses defined elsewhere (tests, benchmarks) find it.
     CSS_PATH = Path(__file__).parent / "memchat.tcss"
     TITLE = "memchat"
@@ -108,6 +97,7 @@ class MemchatApp(App[int]):
         Binding("ctrl+n", "new_session", "New", tooltip="Start a new session (memories are kept)"),
         Binding("ctrl+b", "toggle_memories", "Memories", tooltip="Show or hide the memory panel"),
         Binding("ctrl+t", "toggle_streaming", "Stream", tooltip="Toggle streaming output"),
+        Binding("ctrl+o", "toggle_tool_panels", "Tools", tooltip="Open or fold every tool-call panel"),
         Binding("ctrl+y", "copy_message", "Copy", priority=True, tooltip="Copy the selected or last answer"),
         Binding("f1", "help", "Help", tooltip="Show commands and keys"),
         Binding("ctrl+q", "quit", "Quit", priority=True),
@@ -128,6 +118,8 @@ class MemchatApp(App[int]):
         self.runner: Runner | None = None
         self.runner_error = ""
         self.streaming = settings.streaming
+        self.tools_expanded = settings.tool_panels == "expanded"
+        self._told_preferences = False
         self.busy = False
         self.turn = 0
         self.first_frame_at: float | None = None
@@ -185,6 +177,7 @@ class MemchatApp(App[int]):
 
     # -- start-up ----------------------------------------------------------
     def on_mount(self) -> None:
+        self.apply_theme()
         self.call_after_refresh(self._after_first_frame)
 
     def _after_first_frame(self) -> None:
@@ -224,7 +217,7 @@ class MemchatApp(App[int]):
         try:
             runner = await self._runner_factory(self.settings)
         except Exception as exc:
-            self.post_message(RunnerFailed(_describe(exc)))
+            self.post_message(RunnerFailed(*describe_open_failure(exc)))
             return
         self.post_message(RunnerReady(runner))
 
@@ -259,13 +252,15 @@ class MemchatApp(App[int]):
     async def on_runner_failed(self, message: RunnerFailed) -> None:
         self._connecting = False
         self.runner_error = message.error
-        self.chat.header.status = "down"
+        self.chat.header.status = "not installed" if message.missing_package else "down"
         self.alert(message.error, title=f"Cannot open the {self.settings.memory} backend", severity="error")
-        text = (
-            f"❌ Cannot open the {self.settings.memory} memory backend: {message.error}\n"
-            "Fix the cause (is the server running? is the address right?), then send your message "
+        fix = (
+            "Install it, then restart memchat."
+            if message.missing_package
+            else "Fix the cause (is the server running? is the address right?), then send your message "
             "again: memchat reconnects."
         )
+        text = f"❌ Cannot open the {self.settings.memory} memory backend: {message.error}\n{fix}"
         await self.chat.chat_log.add_note(text, "error")
         if self._queued is not None:
             chat_input = self.chat.chat_input
@@ -341,6 +336,8 @@ class MemchatApp(App[int]):
             self.action_toggle_memories()
         elif kind is Command.NEW:
             await self.action_new_session()
+        elif kind is Command.FORGET:
+            await self.forget(parsed.text)
         elif kind is Command.UNKNOWN:
             await self.chat.chat_log.add_note(
                 f"❓ Unknown command {parsed.text}: type /help for the list", "warn"
@@ -405,7 +402,7 @@ class MemchatApp(App[int]):
             raise
         except Exception as exc:
             flush()
-            self.post_message(TurnEnded(turn, error=_describe(exc)))
+            self.post_message(TurnEnded(turn, error=describe_error(exc)))
             return
         flush()
         self.post_message(TurnEnded(turn))
@@ -423,7 +420,7 @@ class MemchatApp(App[int]):
         if isinstance(event, TextDelta):
             await view.append_text(event.text)
         elif isinstance(event, ToolCallsRequested):
-            await view.add_tool_calls(event.calls)
+            await view.add_tool_calls(event.calls, expanded=self.tools_expanded)
         elif isinstance(event, ToolExecuting):
             view.tool_executing(event.call)
         elif isinstance(event, ToolFinished):
@@ -576,21 +573,9 @@ class MemchatApp(App[int]):
         panel.display = not panel.display
         if panel.display:
             self.load_memories()
-            panel.memory_list.focus()
+            panel.focus_filter()
         else:
             self.action_focus_input()
-
-    async def action_toggle_streaming(self) -> None:
-        self.streaming = not self.streaming
-        if self.runner is not None:
-            self.runner.streaming = self.streaming
-        self.chat.header.streaming = self.streaming
-        text = (
-            "🔁 Streaming on: answers appear token by token."
-            if self.streaming
-            else "🔁 Streaming off: answers appear whole when ready."
-        )
-        await self.chat.chat_log.add_note(text, "info")
 
     async def action_help(self) -> None:
         lines = [Content.from_markup("💡 [b]Special commands[/b]")]
@@ -606,8 +591,9 @@ class MemchatApp(App[int]):
         lines.append(
             Content.from_markup(
                 "[$text-muted]Keys: Enter send · ctrl+j new line · ↑/↓ history · Tab completes a command · "
-                "Esc stops an answer · ctrl+y copies the selected (click it) or last answer · "
-                "ctrl+p command palette[/]"
+                "Esc stops an answer · PgUp/PgDn scroll the conversation (ctrl+Home/ctrl+End: top, end) · "
+                "ctrl+o opens or folds all tool calls (Enter or a click: one) · "
+                "ctrl+y copies the selected (click it) or last answer · ctrl+p command palette[/]"
             )
         )
         await self.chat.chat_log.add_note(Content("\n").join(lines), "help")
@@ -643,9 +629,6 @@ class MemchatApp(App[int]):
         else:
             self.notify(f"Copied {len(text)} characters.", title="Copy")
 
-    def action_refresh_memories(self) -> None:
-        self.load_memories()
-
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield SystemCommand(
             "New session",
@@ -660,6 +643,9 @@ class MemchatApp(App[int]):
             "Stream answers token by token, or show them whole (/stream, ctrl+t)",
             self.action_toggle_streaming,
         )
+        yield SystemCommand(
+            "Tool panels", "Open or fold every tool-call panel (ctrl+o)", self.action_toggle_tool_panels
+        )
         if self.busy:
             yield SystemCommand("Stop the answer", "Stop the turn being written (Esc)", self.action_stop)
         yield SystemCommand(
@@ -672,105 +658,3 @@ class MemchatApp(App[int]):
         if self.runner is None:
             yield SystemCommand("Reconnect", "Open the memory backend again", self.connect)
         yield from super().get_system_commands(screen)  # fmt: skip
-
-    # -- the memory panel ----------------------------------------------------------
-    def _memories_changed(self) -> None:
-        """A memory tool ran: refresh the panel now if it is open, else when it opens."""
-        self._memories_stale = True
-        if self.chat.memory_panel.display:
-            self.load_memories()
-
-    def load_memories(self) -> None:
-        panel = self.chat.memory_panel
-        if self.runner is None:
-            panel.show_message(
-                f"Not connected: {self.runner_error}" if self.runner_error else "Connecting to the backend…"
-            )
-            return
-        self._memories_stale = False
-        self._read_memories(panel.query_text)
-
-    @work(group="memories", exclusive=True, exit_on_error=False)
-    async def _read_memories(self, query: str) -> None:
-        runner = self.runner
-        if runner is None:
-            return
-        service, key = runner.service, runner.key
-        try:
-            if query:
-                from memchat.engine import SearchOptions
-
-                # The engine's one retrieval path, in the service's mode (--search): the
-                # same ranking as the memory_search tool. Embedding the query runs in a thread.
-                entries = await service.search(key, query, SearchOptions(max_results=FILTER_RESULTS))
-            else:
-                entries = await service.read(key, include_deleted=service.soft_delete)
-            total = await service.count(key)
-        except Exception as exc:
-            self.post_message(MemoriesFailed(_describe(exc)))
-            return
-        self.post_message(MemoriesLoaded(entries, query, total))
-
-    def on_memories_loaded(self, message: MemoriesLoaded) -> None:
-        if self.runner is None or self._shutting_down:
-            return
-        self.chat.memory_panel.show_entries(
-            message.entries,
-            query=message.query,
-            total=message.total,
-            soft_delete=self.runner.service.soft_delete,
-            now=self.clock(),
-        )
-
-    def on_memories_failed(self, message: MemoriesFailed) -> None:
-        if self._shutting_down:
-            return
-        self.chat.memory_panel.show_message(f"Cannot read memories: {message.error}")
-        self.alert(message.error, title="Memories", severity="error")
-
-    def on_memory_panel_filter_changed(self, message: MemoryPanel.FilterChanged) -> None:
-        self.load_memories()
-
-    def on_memory_panel_refresh_requested(self, message: MemoryPanel.RefreshRequested) -> None:
-        self.load_memories()
-
-    def on_memory_list_action_requested(self, message: MemoryList.ActionRequested) -> None:
-        if self.runner is None:
-            return
-        entry, soft = message.entry, self.runner.service.soft_delete
-        if message.action == "delete":
-            consequence = (
-                "It stays as a dimmed tombstone that you can restore (soft delete is on)."
-                if soft
-                else "This cannot be undone (soft delete is off; --soft-delete keeps tombstones)."
-            )
-            screen = ConfirmScreen("Delete this memory?", f"“{entry.memory.text}”\n\n{consequence}",
-                                   yes="Delete", danger=True)  # fmt: skip
-        else:
-            screen = ConfirmScreen("Restore this memory?", f"“{entry.memory.text}”", yes="Restore")
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._change_memory(message.action, entry.id, entry.memory.text)
-
-        self.push_screen(screen, answered)
-
-    @work(group="memory-change", exit_on_error=False)
-    async def _change_memory(self, action: str, memory_id: str, text: str) -> None:
-        runner = self.runner
-        if runner is None:
-            return
-        try:
-            if action == "delete":
-                await runner.service.delete(runner.key, memory_id)
-            else:
-                await runner.service.restore(runner.key, memory_id)
-        except Exception as exc:
-            self.post_message(MemoriesFailed(_describe(exc)))
-            return
-        self.post_message(MemoryChanged(action, memory_id, text))
-
-    def on_memory_changed(self, message: MemoryChanged) -> None:
-        done = "Deleted" if message.action == "delete" else "Restored"
-        self.alert(f"{done}: {message.text}", title="Memories")
-        self.load_memories()

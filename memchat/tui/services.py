@@ -88,6 +88,21 @@ def _warm_up_search(embedder: object | None = None) -> None:
             embedder.load()  # type: ignore[attr-defined]
 
 
+def describe_open_failure(exc: BaseException) -> tuple[str, bool]:
+    """Why the runner could not open, in one sentence, and whether the cause is
+    a package that is not installed (then the fix is a ``pip install``, not a
+    server to start)."""
+    from memchat.engine.model import MemchatError
+
+    if isinstance(exc, ModuleNotFoundError) and exc.name:
+        package = exc.name.split(".")[0]
+        return f"the {package} package is not installed: pip install {package}", True
+    text = str(exc) if isinstance(exc, MemchatError) else (f"{type(exc).__name__}: {exc}" if str(exc) else
+                                                            type(exc).__name__)  # fmt: skip
+    # The registry says a missing driver as "the redis backend needs the redis package: pip install …".
+    return text, isinstance(exc, MemchatError) and "pip install" in text
+
+
 async def close_default_runner(runner: Runner) -> None:
     from memchat.agent.factory import close_runner
 

@@ -166,7 +166,7 @@ async def test_memory_command_toggles_the_panel() -> None:
         panel = app.chat.memory_panel
         assert not panel.display
         await say(pilot, "/memory")
-        assert panel.display and app.focused is panel.memory_list
+        assert panel.display and app.focused is panel.filter_input  # type to filter at once
         await pilot.press("escape")
         assert app.focused is app.chat.chat_input
         await say(pilot, "/memory")
@@ -381,6 +381,10 @@ async def test_narrow_terminal() -> None:
         assert chat_input.region.width >= 30 and chat_input.region.height >= 3
         assert app.chat.memory_panel.region.width <= 40
         assert app.chat.query_one("Footer").region.y == 23
-        assert isinstance(app.focused, type(app.chat.memory_panel.memory_list))
+        assert app.focused is app.chat.memory_panel.filter_input
+        # The list gets more room than the details of the highlighted memory.
+        memory_list = app.chat.memory_panel.memory_list
+        details = app.chat.query_one("#memory-details")
+        assert memory_list.region.height > details.region.height
         await pilot.press("escape")
         assert isinstance(app.focused, ChatInput)

@@ -52,11 +52,16 @@ async def test_a_panel_goes_initiated_executing_done() -> None:
         await say(pilot, "I like jazz", wait=False)
         await wait_until(pilot, lambda: bool(panels(app)) and panels(app)[0].state == "executing")
         panel = panels(app)[0]
-        assert "memory_add" in title_of(panel) and "call-1" in title_of(panel)
+        assert panel.collapsed  # one line per call by default
+        assert 'memory_add memory="User likes jazz", topics=["music"]' in title_of(panel)
         assert "executing" in title_of(panel) and title_of(panel)[0] in SPINNER
         first = title_of(panel)
         await pilot.pause(0.25)
         assert title_of(panel) != first  # the spinner turns, the elapsed time grows
+        assert not panel.query(".tool-args")  # details are built when first opened
+        panel.collapsed = False
+        await wait_until(pilot, lambda: bool(panel.query(".tool-args")))
+        assert "call call-1" in str(panel.query_one(".tool-label").render())
         # Arguments are highlighted JSON.
         shown_args = panel.query_one(".tool-args").render()
         assert json.loads(shown_args.plain) == json.loads(args)
@@ -64,6 +69,7 @@ async def test_a_panel_goes_initiated_executing_done() -> None:
         gated.gate.set()
         await wait_until(pilot, lambda: not app.busy)
         assert panel.state == "done" and title_of(panel).startswith("✅") and "done" in title_of(panel)
+        assert "→ Memory added successfully" in title_of(panel)  # the short result, on the same line
         assert panel.elapsed is not None and panel.elapsed >= 0.2
         result = json.loads(panel.query_one(".tool-result").render().plain)
         assert result["message"] == "Memory added successfully"
@@ -78,6 +84,9 @@ async def test_an_unknown_tool_shows_an_error_panel() -> None:
         await say(pilot, "teleport")
         panel = panels(app)[0]
         assert panel.state == "error" and title_of(panel).startswith("❌") and panel.has_class("-error")
+        assert "→ unknown tool memory_teleport" in title_of(panel)
+        panel.collapsed = False
+        await wait_until(pilot, lambda: bool(panel.query(".tool-result")))
         assert "unknown tool memory_teleport" in panel.query_one(".tool-result").render().plain
 
 
@@ -110,6 +119,11 @@ async def test_panels_collapse_and_long_results_expand() -> None:
             await app.runner.service.add(app.runner.key, f"User fact number {i}", topics=["facts"])
         await say(pilot, "load everything")
         panel = panels(app)[0]
+        assert "→ 30 results: User fact number" in title_of(panel)
+        # Enter on the one-line title opens the panel.
+        panel.query_one("CollapsibleTitle").focus()
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: bool(panel.query(".tool-result")))
         result = panel.query_one(".tool-result")
         button = panel.query_one(".show-all", Button)
         assert "more lines" in str(button.label)
@@ -117,7 +131,7 @@ async def test_panels_collapse_and_long_results_expand() -> None:
         button.press()
         await wait_until(pilot, lambda: not panel.query(".show-all"))
         assert json.loads(result.render().plain)["count"] == 30
-        # Collapsible: clicking the title folds the panel.
+        # Enter on the title folds the panel again, and opens it.
         assert not panel.collapsed
         panel.query_one("CollapsibleTitle").focus()
         await pilot.press("enter")
@@ -129,9 +143,11 @@ async def test_panels_collapse_and_long_results_expand() -> None:
 async def test_a_new_panel_starts_initiated() -> None:
     class Host(App):
         def compose(self):
-            yield Collapsible(ToolCallPanel(ToolCall("c9", "memory_search", "{not json")), title="host")
+            yield Collapsible(ToolCallPanel(ToolCall("c9", "memory_search", "{not json"), expanded=True),
+                              title="host", collapsed=False)  # fmt: skip
 
     async with Host().run_test() as pilot:
         panel = pilot.app.query_one(ToolCallPanel)
         assert panel.state == "initiated" and "initiated" in title_of(panel)
+        await pilot.pause()
         assert panel.query_one(".tool-args").render().plain == "{not json"  # shown as sent

@@ -18,6 +18,7 @@ COMMAND_HELP = {
     "/memory": "Show or hide the memory panel",
     "/new": "New session (memories are kept)",
     "/stream": "Toggle streaming",
+    "/forget": "Forget a memory: /forget TEXT (asks first)",
     "/help": "Show commands and keys",
     "/exit": "Quit",
 }
@@ -30,6 +31,11 @@ NEWLINE_KEYS = ("ctrl+j", "shift+enter", "alt+enter", "ctrl+enter")
 class ChatInput(TextArea):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("tab", "complete", "Complete", show=False),
+        # Page keys scroll the conversation, not this box (it is a few lines at most).
+        Binding("pageup", "screen.scroll_chat('page_up')", "Scroll", key_display="PgUp/PgDn"),
+        Binding("pagedown", "screen.scroll_chat('page_down')", "Page down", show=False),
+        Binding("ctrl+home", "screen.scroll_chat('home')", "Top of the conversation", show=False),
+        Binding("ctrl+end", "screen.scroll_chat('end')", "End of the conversation", show=False),
     ]
 
     class Submitted(Message):

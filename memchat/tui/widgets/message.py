@@ -164,10 +164,10 @@ class AssistantMessage(ChatMessage, Vertical):
             self._stream = None
             self._markdown = None
 
-    async def add_tool_calls(self, calls: tuple[ToolCall, ...]) -> None:
+    async def add_tool_calls(self, calls: tuple[ToolCall, ...], *, expanded: bool = False) -> None:
         await self._end_text()
         await self._clear_pending()
-        panels = [ToolCallPanel(call) for call in calls]
+        panels = [ToolCallPanel(call, expanded=expanded) for call in calls]
         for panel in panels:
             self.panels[panel.call.id] = panel
         await self.mount_all(panels)
