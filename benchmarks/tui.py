@@ -154,9 +154,10 @@ def _exited(pid: int) -> bool:
 
 
 def _tmux_quit(command: list[str], cwd: Path, env: dict[str, str], ready: str, before: list[tuple[str, str]],
-               keys: list[str]) -> float | None:
+               keys: list[str]) -> tuple[float, float] | None:
     """Start ``command``, wait for ``ready`` on screen, type ``before`` (keys, then
-    the text to wait for), then time from sending ``keys`` to the process gone."""
+    the text to wait for), then time from sending ``keys`` to the app's screen
+    gone (its footer no longer drawn: the terminal is back) and to the process gone."""
     socket = f"memchat-quit-{os.getpid()}"
 
     def tmux(*args: str) -> subprocess.CompletedProcess:
@@ -186,11 +187,17 @@ def _tmux_quit(command: list[str], cwd: Path, env: dict[str, str], ready: str, b
         for key in keys:
             literal = len(key) > 1 and not key.startswith("C-") and key != "Enter"
             tmux("send-keys", "-t", "b", *(["-l", key] if literal else [key]))
+        screen_back = None
         while not _exited(pid):
             if time.perf_counter() - started > 30:
                 return None
+            if screen_back is None and "palette" not in tmux("capture-pane", "-p", "-t", "b").stdout.decode(
+                "utf-8", "replace"
+            ):
+                screen_back = time.perf_counter() - started
             time.sleep(0.002)
-        return time.perf_counter() - started
+        gone = time.perf_counter() - started
+        return (screen_back if screen_back is not None else gone), gone
     finally:
         tmux("kill-server")
 
@@ -199,9 +206,11 @@ def bench_quit(runs: int) -> None:
     if not shutil.which("tmux") or not MEMCHAT.exists():
         print("quit: skipped (needs tmux and the installed memchat)")
         return
-    print(f"\n## Quit in tmux 120x40 ({runs} runs each; median, min; ratio to the bare app's median)\n")
-    print("| program | how | quit | ratio |")
-    print("|---|---|---|---|")
+    print(f"\n## Quit in tmux 120x40 ({runs} runs each; median (min); ratio to the bare app's median)\n")
+    print("Screen back: the app's screen is gone, the shell is usable. Process gone: it has ended")
+    print("(in auto mode it first saves the conversation's memories, with a note in the terminal).\n")
+    print("| program | how | screen back | ratio | process gone | ratio |")
+    print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "bare.py"
         script.write_text(BARE_APP)
@@ -220,7 +229,8 @@ def bench_quit(runs: int) -> None:
         ]  # fmt: skip
         bare = None
         for n, (label, how, command, ready, before, keys) in enumerate(cases):
-            times = []
+            backs: list[float] = []
+            times: list[float] = []
             for run in range(runs):
                 env = {
                     "SQLITE_MEMORY_DSN": f"sqlite:///{tmp}/memories-{n}-{run}.db",
@@ -233,13 +243,15 @@ def bench_quit(runs: int) -> None:
                 }
                 took = _tmux_quit(command, Path(tmp), env, ready, before, keys)
                 if took is not None:
-                    times.append(took)
+                    backs.append(took[0])
+                    times.append(took[1])
             if not times:
-                print(f"| {label} | {how} | (did not finish) | |")
+                print(f"| {label} | {how} | (did not finish) | | | |")
                 continue
-            median = statistics.median(times)
-            bare = bare if bare is not None else median
-            print(f"| {label} | {how} | {median:.2f} s ({min(times):.2f}) | {median / bare:.2f}× |")
+            back, gone = statistics.median(backs), statistics.median(times)
+            bare = bare if bare is not None else (back, gone)
+            print(f"| {label} | {how} | {back:.2f} s ({min(backs):.2f}) | {back / bare[0]:.2f}× | "
+                  f"{gone:.2f} s ({min(times):.2f}) | {gone / bare[1]:.2f}× |")  # fmt: skip
 
 
 # -- 2. a long fast stream ----------------------------------------------------------------------

@@ -112,6 +112,7 @@ class MemchatApp(MemoryActions, Toggles, App[int]):
         clock: Callable[[], datetime] | None = None,
         cursor_blink: bool = True,
         max_live_messages: int | None = None,
+        close_after_exit: bool = False,
     ) -> None:
         super().__init__()
         self.settings = settings
@@ -142,6 +143,11 @@ class MemchatApp(MemoryActions, Toggles, App[int]):
         #: The exit code, while waiting for the background extraction before exiting.
         self.quitting: int | None = None
         self._drain_worker = None
+        #: Quit at once and leave the runner in ``leftover_runner`` for the caller to close
+        #: after the terminal is back (run_tui); else it is closed (and drained) in the app.
+        self.close_after_exit = close_after_exit
+        self.leftover_runner: Runner | None = None
+        self._exit_asked = False
 
     def alert(
         self,
@@ -304,7 +310,9 @@ class MemchatApp(MemoryActions, Toggles, App[int]):
             self._stop_listening()
             self._stop_listening = None
         runner, self.runner = self.runner, None
-        if runner is not None:
+        if runner is not None and self.close_after_exit:
+            self.leftover_runner = runner
+        elif runner is not None:
             with contextlib.suppress(Exception):  # closing must never keep the app from exiting
                 await self._runner_closer(runner)
 
@@ -409,8 +417,9 @@ class MemchatApp(MemoryActions, Toggles, App[int]):
 
     @property
     def _shutting_down(self) -> bool:
-        """Shutting down: messages from cancelled workers may still arrive."""
-        return not self.screen_stack or not isinstance(self.screen_stack[0], ChatScreen)
+        """Shutting down: messages from cancelled workers may still arrive (and
+        widgets being removed must not be mounted into)."""
+        return self._exit_asked or not self.screen_stack or not isinstance(self.screen_stack[0], ChatScreen)
 
     async def on_turn_event(self, message: TurnEvent) -> None:
         view = self._views.get(message.turn)
@@ -500,16 +509,17 @@ class MemchatApp(MemoryActions, Toggles, App[int]):
             if runner is not None:
                 with contextlib.suppress(Exception):
                     await cancel_extraction(runner)
-            self.exit(self.quitting)
+            self._exit_now(self.quitting)
             return
-        if runner is None or not runner.auto_extraction:
-            self.exit(code)
+        if runner is None or not runner.auto_extraction or self.close_after_exit:
+            # With close_after_exit, run_tui saves what is pending once the terminal is back.
+            self._exit_now(code)
             return
         if self.busy and self._turn_worker is not None:
             self._turn_worker.cancel()
         runner.flush_extraction()
         if not runner.extraction_pending:
-            self.exit(code)
+            self._exit_now(code)
             return
         self.quitting = code
         self._set_busy(self.busy)
@@ -532,7 +542,14 @@ class MemchatApp(MemoryActions, Toggles, App[int]):
         self.post_message(ExtractionDrained(code, finished=finished))
 
     def on_extraction_drained(self, message: ExtractionDrained) -> None:
-        self.exit(message.code)
+        self._exit_now(message.code)
+
+    def _exit_now(self, code: int) -> None:
+        """Stop the turn being written (its partial answer is in the history) and exit."""
+        self._exit_asked = True
+        if self._turn_worker is not None:
+            self._turn_worker.cancel()
+        self.exit(code)
 
     # -- actions (keys, commands and the command palette) ------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

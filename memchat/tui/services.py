@@ -12,6 +12,7 @@ import importlib
 import os
 import shutil
 import subprocess
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
@@ -63,12 +64,41 @@ def warm_up(runner: Runner, settings: Settings) -> asyncio.Future:
     (never before the first frame, never on the UI thread): the Chinese word
     segmentation dictionary (about a second) and the offline embedding model(s).
     A remote embedder has nothing to load; a failure here is left for the first
-    search to report."""
+    search to report.
+
+    The thread is a daemon of its own, not the event loop's executor: quitting
+    while a model is still loading must not wait for it (``asyncio.run`` joins
+    its executor's threads before returning)."""
     embedder = _local_embedder(runner, settings)
-    task = asyncio.ensure_future(asyncio.to_thread(_warm_up_search, embedder))
-    _background.add(task)
-    task.add_done_callback(_background.discard)
-    return task
+    future = in_daemon_thread(_warm_up_search, embedder)
+    _background.add(future)
+    future.add_done_callback(_background.discard)
+    return future
+
+
+def in_daemon_thread(function: Callable[..., object], *args: object) -> asyncio.Future:
+    """Run ``function(*args)`` in a daemon thread; a future of the event loop for its result."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future = loop.create_future()
+
+    def settle(result: object, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+    def run() -> None:
+        try:
+            result, error = function(*args), None
+        except BaseException as exc:  # handed to the future, not lost in the thread
+            result, error = None, exc
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=run, name="memchat-warm-up", daemon=True).start()
+    return future
 
 
 def _local_embedder(runner: Runner, settings: Settings) -> object | None:
