@@ -325,6 +325,7 @@ class PacedModel:
 
 async def bench_stream(count: int, rate: float) -> None:
     from textual import events
+    from textual.screen import Screen
 
     from memchat.tui.app import MemchatApp
     from memchat.tui.widgets.chat_input import ChatInput
@@ -334,6 +335,26 @@ async def bench_stream(count: int, rate: float) -> None:
     model = PacedModel(_answer_tokens(count), rate)
     app = MemchatApp(make_settings(), runner_factory=runner_factory(lambda: model), cursor_blink=False)
     stalls: list[float] = []
+    # A frame: the layout pass (arranging the widgets) and the compositor's update of
+    # the screen, timed in the app's own methods, with where in the answer it happened.
+    frames: list[tuple[float, int]] = []
+    original_layout, original_refresh = Screen._refresh_layout, Screen._compositor_refresh
+
+    def answer_length() -> int:
+        view = app.chat.chat_log.last_assistant() if app.is_running and app.screen_stack else None
+        return len(view.copy_text()) if view is not None else 0
+
+    def timed(method):
+        def wrapper(self, *args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                frames.append((time.perf_counter() - started, answer_length()))
+
+        return wrapper
+
+    Screen._refresh_layout, Screen._compositor_refresh = timed(original_layout), timed(original_refresh)
     key_handled: list[float] = []
     key_painted: list[float] = []
 
@@ -387,6 +408,7 @@ async def bench_stream(count: int, rate: float) -> None:
         await pilot.pause(0.1)
         text_ok = view.copy_text() == "".join(model.tokens)
         ChatInput._on_key = original_on_key
+        Screen._refresh_layout, Screen._compositor_refresh = original_layout, original_refresh
 
     achieved = count / (model.last_sent - model.first_sent)
     print(f"\n## Streaming {count:,} tokens at {rate:,.0f} tokens/s (headless, 120x40)\n")
@@ -403,6 +425,19 @@ async def bench_stream(count: int, rate: float) -> None:
     if stalls:
         p99 = stalls[int(len(stalls) * 0.99) - 1]
         print(f"- event-loop stalls: p99 {p99 * 1000:.1f} ms, max {stalls[-1] * 1000:.1f} ms")
+    if frames:
+        total = max(length for _, length in frames) or 1
+        late = sorted(d for d, length in frames if length >= total * 0.8)
+        every = sorted(d for d, _ in frames)
+        over = sum(1 for d in every if d > 0.05)
+        print(f"- layout/compositor passes ({len(every)}): median {statistics.median(every) * 1000:.1f} ms, "
+              f"p99 {every[int(len(every) * 0.99) - 1] * 1000:.1f} ms, max {every[-1] * 1000:.1f} ms; "
+              f"{over} over 50 ms")  # fmt: skip
+        slowest = sorted(frames, reverse=True)[:5]
+        print("- slowest passes: " + ", ".join(f"{d * 1000:.0f} ms at {length:,} chars" for d, length in slowest))
+        if late:
+            print(f"- in the last fifth of the answer: median {statistics.median(late) * 1000:.1f} ms, "
+                  f"max {late[-1] * 1000:.1f} ms")  # fmt: skip
     print(f"- final text intact: {text_ok}")
 
 
