@@ -289,3 +289,24 @@ async def test_without_an_embedder_the_app_says_so_once() -> None:
             said.count("semantic search is off (MEMCHAT_EMBEDDER=none): memories are found by keywords only")
             == 1
         ), said
+
+
+async def test_filter_matches_parts_of_words_as_typed_and_is_focused_on_open() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await add(app, "User has a pet cat named Tom", "User lives in Berlin", "User likes coffee")
+        await open_panel(pilot, 3, to_list=False)
+        assert app.focused is panel(app).filter_input  # no shift+tab needed
+        for key in "pet":
+            await pilot.press(key)
+        assert texts(app) == ["User has a pet cat named Tom"]  # at once, no engine call
+        assert "containing “pet”" in str(app.chat.query_one("#memory-status").render())
+        for _ in "pet":
+            await pilot.press("backspace")
+        for key in "Ber":
+            await pilot.press(key)
+        assert texts(app) == ["User lives in Berlin"]
+        await pilot.press("backspace", "backspace", "backspace", "x", "y", "z")
+        assert texts(app) == []
+        assert "Enter to search by meaning" in "".join(s.text for s in panel(app).memory_list.render_line(0))

@@ -151,3 +151,39 @@ async def test_a_new_panel_starts_initiated() -> None:
         assert panel.state == "initiated" and "initiated" in title_of(panel)
         await pilot.pause()
         assert panel.query_one(".tool-args").render().plain == "{not json"  # shown as sent
+
+
+async def test_ctrl_o_opens_every_panel_and_new_ones_follow() -> None:
+    calls = [("a", "memory_search", '{"query": "go"}'), ("b", "memory_load", "{}")]
+    model = ScriptedModel([Step("", calls), Step("Found."), Step("", [("c", "memory_load", "{}")]), Step("Again.")])
+    app = MemchatApp(make_settings(), runner_factory=runner_factory(lambda: model), cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await say(pilot, "what do I like?")
+        assert [p.collapsed for p in panels(app)] == [True, True]
+        await pilot.press("ctrl+o")
+        await wait_until(pilot, lambda: all(p.query(".tool-result") for p in panels(app)), what="open panels")
+        assert not any(p.collapsed for p in panels(app))
+        await say(pilot, "load again")
+        assert not panels(app)[-1].collapsed  # the setting holds for the next calls
+        await pilot.press("ctrl+o")
+        assert all(p.collapsed for p in panels(app))
+
+
+async def test_memory_ids_are_shortened_in_panels() -> None:
+    app = MemchatApp(make_settings(enable_tools=("memory_delete",)), runner_factory=runner_factory(),
+                     cursor_blink=False)  # fmt: skip
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        entry = await app.runner.service.add(app.runner.key, "User likes Go", topics=["tech"])
+        call = ToolCall("d1", "memory_delete", json.dumps({"memory_id": entry.id}))
+        view = await app.chat.chat_log.add_assistant()
+        await view.add_tool_calls((call,), expanded=True)
+        view.tool_finished(call, json.dumps({"message": "Memory deleted successfully", "memory_id": entry.id}),
+                           False, 0.001)  # fmt: skip
+        await pilot.pause()
+        panel = panels(app)[0]
+        shown = title_of(panel) + "".join(str(p.render()) for p in panel.query(".tool-json"))
+        assert entry.id not in shown  # 64 characters nowhere
+        assert f"{entry.id[:12]}…" in title_of(panel)  # the prefix `memchat memory delete` accepts
+        assert json.loads(str(panel.query_one(".tool-result").render()))["memory_id"] == f"{entry.id[:12]}…"

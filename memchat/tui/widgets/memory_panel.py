@@ -110,7 +110,7 @@ class MemoryPanel(Vertical):
             needle = typed.casefold()
             entries = [e for e, hay in zip(self.all_entries, self._haystacks, strict=True) if needle in hay]
             status = f"{len(entries)} containing “{one_line(typed)}” · Enter: ranked search"
-            empty = f"No memory contains “{one_line(typed)}”: Enter searches by meaning."
+            empty = "Press Enter to search by meaning."
         else:
             entries = self.all_entries
             status = f"{total} {'memory' if total == 1 else 'memories'}"

@@ -128,17 +128,17 @@ def extraction_content(event: ExtractionFinished) -> Content:
 BLOCK_CHARS = 800
 
 
-def block_cut(shown: str, text: str) -> int:
+def block_cut(shown: str, text: str, size: int = BLOCK_CHARS) -> int:
     """Where to start a new Markdown block in ``text``, which follows ``shown`` in
-    the current block: just after the last blank line of ``text`` that is outside
-    a fenced code block; 0 when there is none."""
-    cut = text.rfind("\n\n")
+    the current block: just after the first blank line outside a fenced code
+    block once the block holds ``size`` characters; 0 when there is none yet."""
+    cut = text.find("\n\n", max(0, size - len(shown) - 1))
     while cut >= 0:
         head = shown + text[: cut + 2]
         fences = sum(1 for line in head.splitlines() if line.lstrip(" ").startswith(("```", "~~~")))
         if fences % 2 == 0:
             return cut + 2
-        cut = text.rfind("\n\n", 0, cut)
+        cut = text.find("\n\n", cut + 1)
     return 0
 
 
@@ -184,7 +184,7 @@ class AssistantMessage(ChatMessage, Vertical):
             await self._new_block()
             self.parts.append("")
         self.parts[-1] += text
-        if len(self._block) >= BLOCK_CHARS and (cut := block_cut(self._block, text)):
+        while text and (cut := block_cut(self._block, text)):
             await self._write(text[:cut])
             await self._seal_block()
             await self._new_block()
