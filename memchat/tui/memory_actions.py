@@ -158,7 +158,7 @@ class MemoryActions:
         done = "Deleted" if message.action == "delete" else "Restored"
         self.alert(f"{done}: {message.text}", title="Memories")  # type: ignore[attr-defined]
         if message.action == "delete":
-            await self.chat.chat_log.add_note(f"🗑  Forgotten: {one_line(message.text)}", "info")
+            await self.chat.chat_log.add_note(f"🗑  Deleted: {one_line(message.text)}", "info")
         self.load_memories()
 
     async def forget(self, text: str) -> None:

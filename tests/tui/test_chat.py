@@ -340,10 +340,11 @@ async def test_every_action_has_a_binding_and_a_palette_entry() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         keys = {b.action: b.key for b in MemchatApp.BINDINGS}
-        for action in ("stop", "new_session", "toggle_memories", "toggle_streaming", "copy_message", "help"):
+        for action in ("stop", "new_session", "toggle_memories", "toggle_streaming", "toggle_tool_panels",
+                       "copy_message", "help"):  # fmt: skip
             assert action in keys
         titles = {c.title for c in app.get_system_commands(app.screen)}
-        assert {"New session", "Memory panel", "Toggle streaming", "Copy message", "Help"} <= titles
+        assert {"New session", "Memory panel", "Toggle streaming", "Tool panels", "Copy message", "Help"} <= titles
         # Run one through the palette itself.
         await pilot.press("ctrl+p")
         await pilot.pause()

@@ -37,7 +37,7 @@ async def test_forget_finds_asks_and_deletes_without_the_delete_tool() -> None:
         await say(pilot, "/forget Go", wait=False)
         await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the question")
         await pilot.press("y")
-        await wait_until(pilot, lambda: "Forgotten" in notes(app), what="the note")
+        await wait_until(pilot, lambda: "Deleted: User likes Go" in notes(app), what="the note")
         remaining = await memory_texts(app)
         assert len(remaining) == 1 and "Berlin" in remaining[0]
 
