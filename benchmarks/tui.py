@@ -434,7 +434,8 @@ async def bench_stream(count: int, rate: float) -> None:
               f"p99 {every[int(len(every) * 0.99) - 1] * 1000:.1f} ms, max {every[-1] * 1000:.1f} ms; "
               f"{over} over 50 ms")  # fmt: skip
         slowest = sorted(frames, reverse=True)[:5]
-        print("- slowest passes: " + ", ".join(f"{d * 1000:.0f} ms at {length:,} chars" for d, length in slowest))
+        listed = ", ".join(f"{d * 1000:.0f} ms at {length:,} chars" for d, length in slowest)
+        print(f"- slowest passes: {listed}")
         if late:
             print(f"- in the last fifth of the answer: median {statistics.median(late) * 1000:.1f} ms, "
                   f"max {late[-1] * 1000:.1f} ms")  # fmt: skip

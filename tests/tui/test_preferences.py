@@ -19,8 +19,9 @@ SIZE = (120, 40)
 
 
 def test_update_toml_sets_keys_and_keeps_everything_else() -> None:
-    text = "# my settings\n[model]\n# stream?\nstreaming = true\nname = \"x\"\n\n[memory]\nbackend = \"redis\"\n"
-    updated = update_toml(text, {("model", "streaming"): False, ("tui", "theme"): "nord", ("memory", "limit"): 5})
+    text = '# my settings\n[model]\n# stream?\nstreaming = true\nname = "x"\n\n[memory]\nbackend = "redis"\n'
+    values = {("model", "streaming"): False, ("tui", "theme"): "nord", ("memory", "limit"): 5}
+    updated = update_toml(text, values)
     data = tomllib.loads(updated)
     assert data["model"] == {"streaming": False, "name": "x"}
     assert data["tui"] == {"theme": "nord"} and data["memory"] == {"backend": "redis", "limit": 5}

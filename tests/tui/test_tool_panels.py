@@ -155,7 +155,8 @@ async def test_a_new_panel_starts_initiated() -> None:
 
 async def test_ctrl_o_opens_every_panel_and_new_ones_follow() -> None:
     calls = [("a", "memory_search", '{"query": "go"}'), ("b", "memory_load", "{}")]
-    model = ScriptedModel([Step("", calls), Step("Found."), Step("", [("c", "memory_load", "{}")]), Step("Again.")])
+    steps = [Step("", calls), Step("Found."), Step("", [("c", "memory_load", "{}")]), Step("Again.")]
+    model = ScriptedModel(steps)
     app = MemchatApp(make_settings(), runner_factory=runner_factory(lambda: model), cursor_blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
@@ -179,8 +180,8 @@ async def test_memory_ids_are_shortened_in_panels() -> None:
         call = ToolCall("d1", "memory_delete", json.dumps({"memory_id": entry.id}))
         view = await app.chat.chat_log.add_assistant()
         await view.add_tool_calls((call,), expanded=True)
-        view.tool_finished(call, json.dumps({"message": "Memory deleted successfully", "memory_id": entry.id}),
-                           False, 0.001)  # fmt: skip
+        result = json.dumps({"message": "Memory deleted successfully", "memory_id": entry.id})
+        view.tool_finished(call, result, False, 0.001)
         await pilot.pause()
         panel = panels(app)[0]
         shown = title_of(panel) + "".join(str(p.render()) for p in panel.query(".tool-json"))
