@@ -26,9 +26,15 @@ COMMANDS = {
     "/memory": "Show user memories",
     "/new": "Start a new session (memories are kept)",
     "/stream": "Toggle streaming output",
-    "/forget": "Forget a memory: /forget TEXT finds it, asks, then deletes it",
     "/help": "Show the commands",
     "/exit": "End the conversation",
+}
+
+
+#: Commands beyond the reference's, listed by the TUI's /help (the console's
+#: /help prints the reference's list as it is).
+EXTRA_COMMANDS = {
+    "/forget": "Forget a memory: /forget TEXT finds it, asks, then deletes it",
 }
 
 

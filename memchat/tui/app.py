@@ -30,7 +30,7 @@ from textual.content import Content
 from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
 
-from memchat.agent.commands import COMMANDS, Command, parse_command
+from memchat.agent.commands import Command, parse_command
 from memchat.agent.events import (
     ExtractionFinished,
     ExtractionStarted,
@@ -596,7 +596,7 @@ class MemchatApp(MemoryActions, Toggles, App[int]):
 
     async def action_help(self) -> None:
         lines = [Content.from_markup("💡 [b]Special commands[/b]")]
-        for name in COMMANDS:
+        for name in COMMAND_HELP:
             lines.append(
                 Content.from_markup(
                     "   [b $accent]$name[/]  $what  [$text-muted]($key)[/]",
