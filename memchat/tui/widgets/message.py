@@ -125,7 +125,7 @@ def extraction_content(event: ExtractionFinished) -> Content:
 #: A streamed answer is shown as Markdown widgets of about this many characters,
 #: cut at a blank line outside code blocks: a new token then re-lays out only the
 #: last one (one widget for a 10k-token answer made each frame take 200-400 ms).
-BLOCK_CHARS = 800
+BLOCK_CHARS = 400
 
 
 def block_cut(shown: str, text: str, size: int = BLOCK_CHARS) -> int:
