@@ -24,13 +24,14 @@ def run_tui(settings: Settings, *, end_process: bool = True) -> int:
     import asyncio
 
     from .app import MemchatApp
-    from .closing import finish_after_exit
 
     app = MemchatApp(settings, close_after_exit=True)
 
     async def session() -> object:
         result = await app.run_async()
         if app.leftover_runner is not None:
+            from .closing import finish_after_exit
+
             await finish_after_exit(app.leftover_runner)
         return result
 

@@ -31,17 +31,6 @@ from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
 
 from memchat.agent.commands import Command, parse_command
-from memchat.agent.events import (
-    ExtractionFinished,
-    ExtractionStarted,
-    TextDelta,
-    ToolCallsRequested,
-    ToolExecuting,
-    ToolFinished,
-    TurnDone,
-    TurnError,
-    TurnStats,
-)
 from memchat.safe_text import one_line
 
 from .memory_actions import MemoryActions, describe_error
@@ -376,6 +365,8 @@ class MemchatApp(MemoryActions, Toggles, App[int]):
         screen can use is coalesced: at most one text message per
         ``TEXT_FLUSH_INTERVAL`` (a fast model sends thousands of tokens a
         second; one message each would only queue up behind the layout)."""
+        from memchat.agent.events import TextDelta
+
         runner = self.runner
         assert runner is not None
         loop = asyncio.get_running_loop()
@@ -425,23 +416,25 @@ class MemchatApp(MemoryActions, Toggles, App[int]):
         view = self._views.get(message.turn)
         if view is None or self._shutting_down:
             return
+        from memchat.agent import events as e  # loaded by the runner already, after the first frame
+
         event = message.event
-        if isinstance(event, TextDelta):
+        if isinstance(event, e.TextDelta):
             await view.append_text(event.text)
-        elif isinstance(event, ToolCallsRequested):
+        elif isinstance(event, e.ToolCallsRequested):
             await view.add_tool_calls(event.calls, expanded=self.tools_expanded)
-        elif isinstance(event, ToolExecuting):
+        elif isinstance(event, e.ToolExecuting):
             view.tool_executing(event.call)
-        elif isinstance(event, ToolFinished):
+        elif isinstance(event, e.ToolFinished):
             view.tool_finished(event.call, event.content, event.is_error, event.elapsed)
             if event.call.name.startswith("memory_"):
                 self._memories_changed()
-        elif isinstance(event, TurnError):
+        elif isinstance(event, e.TurnError):
             await view.add_error(event.message)
             self.alert(event.message, title="The turn hit an error", severity="error")
-        elif isinstance(event, TurnStats):
+        elif isinstance(event, e.TurnStats):
             await view.set_stats(event)
-        elif isinstance(event, TurnDone):
+        elif isinstance(event, e.TurnDone):
             await view.finish()
 
     async def on_turn_ended(self, message: TurnEnded) -> None:
@@ -472,10 +465,14 @@ class MemchatApp(MemoryActions, Toggles, App[int]):
     def _on_extraction(self, event: object) -> None:
         """The runner's extraction listener (called on the event loop, from the
         extractor's task): hand the event to the app as a message."""
+        from memchat.agent.events import ExtractionFinished, ExtractionStarted
+
         if isinstance(event, ExtractionStarted | ExtractionFinished):
             self.post_message(ExtractionProgress(event))
 
     async def on_extraction_progress(self, message: ExtractionProgress) -> None:
+        from memchat.agent.events import ExtractionFinished, ExtractionStarted
+
         event = message.event
         if isinstance(event, ExtractionStarted):
             self.extracting += 1

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from memchat.agent.events import TurnStats
+if TYPE_CHECKING:
+    from memchat.agent.events import TurnStats
 
 #: Braille spinner frames, as used by many terminal tools.
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"

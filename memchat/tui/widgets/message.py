@@ -13,16 +13,17 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import Static
 
-from memchat.agent.events import ExtractionFinished, TurnStats
-from memchat.agent.llm import ToolCall
 from memchat.safe_text import one_line, printable
 
 from ..format import stats_line
 from .tool_panel import ToolCallPanel
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the agent's modules load after the first frame
     from textual.widgets import Markdown
     from textual.widgets.markdown import MarkdownStream
+
+    from memchat.agent.events import ExtractionFinished, TurnStats
+    from memchat.agent.llm import ToolCall
 
 
 class ChatMessage:

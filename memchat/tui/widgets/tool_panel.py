@@ -9,11 +9,11 @@ characters) are shortened in the display."""
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from textual.content import Content
 from textual.widgets import Button, Collapsible, Static
 
-from memchat.agent.llm import ToolCall
 from memchat.safe_text import escape_json_text, one_line, printable
 
 from ..format import (
@@ -25,6 +25,9 @@ from ..format import (
     shorten_ids,
     truncate_lines,
 )
+
+if TYPE_CHECKING:  # the agent's modules load after the first frame
+    from memchat.agent.llm import ToolCall
 
 #: Results longer than this are cut, with a button to show everything.
 MAX_RESULT_LINES = 14
