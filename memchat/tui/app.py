@@ -9,8 +9,14 @@ after the first frame, in a thread.
 Auto mode (a background extractor makes the memories): the runner's
 extraction listener posts ``ExtractionProgress``; the header shows
 "🧩 extracting…" while a job runs, the chat log gets what it changed, and
-the memory panel reloads. Quitting waits (bounded, without freezing the
-screen) for the pending extraction; quitting again does not wait.
+the memory panel reloads. Quitting from ``memchat`` (``close_after_exit``)
+exits at once and hands the runner over: run_tui saves what is pending after
+the terminal is restored. Otherwise (tests, embedding the app) quitting waits
+(bounded, without freezing the screen) for the pending extraction; quitting
+again does not wait.
+
+The memory panel's work is in memory_actions.py, run-time toggles and their
+remembering in toggles.py.
 """
 
 from __future__ import annotations
