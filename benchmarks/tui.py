@@ -40,6 +40,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 MEMCHAT = Path(sys.executable).with_name("memchat")
+#: Added to the environment of the programs started in tmux (--pythonpath: measure another checkout).
+EXTRA_ENV: dict[str, str] = {}
 
 BARE_APP = """
 from textual.app import App
@@ -103,17 +105,19 @@ def bench_first_frame(runs: int) -> None:
             "TERM": "xterm-256color",
             "LANG": "C.UTF-8",
             "PATH": os.environ.get("PATH", ""),
+            **EXTRA_ENV,
         }
         cases = [
+            ("bare Textual app (Header + Footer)", [sys.executable, "-c", repr(BARE_APP)], {}, "Bare|", None),
             ("memchat --memory sqlite (offline model)", [str(MEMCHAT), "--memory", "sqlite"], {},
              "memchat|palette", "Memory chat ready!"),
             ("memchat --memory sqlite (openai model)", [str(MEMCHAT), "--memory", "sqlite"],
              {"OPENAI_API_KEY": "sk-bench-not-used"}, "memchat|palette", "Memory chat ready!"),
-            ("bare Textual app (Header + Footer)", [sys.executable, "-c", repr(BARE_APP)], {}, "Bare|", None),
         ]  # fmt: skip
         print(f"\n## First frame in tmux 120x40 ({runs} runs each; median, min)\n")
-        print("| program | first frame | RSS at first frame | ready | RSS when ready |")
-        print("|---|---|---|---|---|")
+        print("| program | first frame | ratio to bare | RSS at first frame | ready | RSS when ready |")
+        print("|---|---|---|---|---|---|")
+        bare = None
         for label, command, extra, first, ready in cases:
             if command[0] == sys.executable:
                 script = Path(tmp) / "bare.py"
@@ -123,7 +127,7 @@ def bench_first_frame(runs: int) -> None:
             firsts = [r[0] for r in results if r[0] is not None]
             readies = [r[1] for r in results if r[1] is not None]
             if not firsts:
-                print(f"| {label} | (not drawn) | | | |")
+                print(f"| {label} | (not drawn) | | | | |")
                 continue
             rss_first = statistics.median(r[2] for r in results if r[0] is not None)
             rss_ready = (
@@ -132,10 +136,122 @@ def bench_first_frame(runs: int) -> None:
             ready_text = (
                 f"{statistics.median(readies):.2f} s ({min(readies):.2f})" if ready and readies else "—"
             )
+            bare = bare if bare is not None else statistics.median(firsts)
             print(
-                f"| {label} | {statistics.median(firsts):.2f} s ({min(firsts):.2f}) | {rss_first:.0f} MB | "
+                f"| {label} | {statistics.median(firsts):.2f} s ({min(firsts):.2f}) | "
+                f"{statistics.median(firsts) / bare:.2f}× | {rss_first:.0f} MB | "
                 f"{ready_text} | {rss_ready:.0f} MB |"
             )
+
+
+# -- 1b. quitting in tmux -------------------------------------------------------------------------
+def _exited(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return True
+    return state in ("Z", "X")
+
+
+def _tmux_quit(command: list[str], cwd: Path, env: dict[str, str], ready: str, before: list[tuple[str, str]],
+               keys: list[str]) -> tuple[float, float] | None:
+    """Start ``command``, wait for ``ready`` on screen, type ``before`` (keys, then
+    the text to wait for), then time from sending ``keys`` to the app's screen
+    gone (its footer no longer drawn: the terminal is back) and to the process gone."""
+    socket = f"memchat-quit-{os.getpid()}"
+
+    def tmux(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["tmux", "-L", socket, *args], capture_output=True, timeout=10)
+
+    def wait_for(text: str, seconds: float = 30) -> bool:
+        deadline = time.perf_counter() + seconds
+        while time.perf_counter() < deadline:
+            if text in tmux("capture-pane", "-p", "-t", "b").stdout.decode("utf-8", "replace"):
+                return True
+            time.sleep(0.01)
+        return False
+
+    shell = " ".join(["env", "-i", *(f"{k}={v}" for k, v in env.items()), *command])
+    tmux("-f", "/dev/null", "new-session", "-d", "-s", "b", "-x", "120", "-y", "40", "-c", str(cwd), shell)
+    try:
+        pid = int(tmux("display-message", "-p", "-t", "b", "#{pane_pid}").stdout or 0)
+        if not wait_for(ready):
+            return None
+        for typed, shown in before:
+            tmux("send-keys", "-t", "b", "-l", typed)
+            tmux("send-keys", "-t", "b", "Enter")
+            if not wait_for(shown):
+                return None
+        time.sleep(0.3)  # let the screen settle, as a person would before quitting
+        started = time.perf_counter()
+        for key in keys:
+            literal = len(key) > 1 and not key.startswith("C-") and key != "Enter"
+            tmux("send-keys", "-t", "b", *(["-l", key] if literal else [key]))
+        screen_back = None
+        while not _exited(pid):
+            if time.perf_counter() - started > 30:
+                return None
+            if screen_back is None and "palette" not in tmux("capture-pane", "-p", "-t", "b").stdout.decode(
+                "utf-8", "replace"
+            ):
+                screen_back = time.perf_counter() - started
+            time.sleep(0.002)
+        gone = time.perf_counter() - started
+        return (screen_back if screen_back is not None else gone), gone
+    finally:
+        tmux("kill-server")
+
+
+def bench_quit(runs: int) -> None:
+    if not shutil.which("tmux") or not MEMCHAT.exists():
+        print("quit: skipped (needs tmux and the installed memchat)")
+        return
+    print(f"\n## Quit in tmux 120x40 ({runs} runs each; median (min); ratio to the bare app's median)\n")
+    print("Screen back: the app's screen is gone, the shell is usable. Process gone: it has ended")
+    print("(in auto mode it first saves the conversation's memories, with a note in the terminal).\n")
+    print("| program | how | screen back | ratio | process gone | ratio |")
+    print("|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "bare.py"
+        script.write_text(BARE_APP)
+        bare_command = [sys.executable, str(script)]
+        memchat = [str(MEMCHAT), "--memory", "sqlite"]
+        turn = [("I like Go", "remember")]
+        cases = [
+            ("bare Textual app (Header + Footer)", "ctrl+q", bare_command, "Bare", [], ["C-q"]),
+            ("memchat --memory sqlite (offline model)", "ctrl+q", memchat, "Memory chat ready!", [], ["C-q"]),
+            ("memchat --memory sqlite (offline model)", "/exit", memchat, "Memory chat ready!", [],
+             ["/exit", "Enter"]),
+            ("memchat --memory sqlite (offline model)", "/exit after a turn that wrote a memory", memchat,
+             "Memory chat ready!", turn, ["/exit", "Enter"]),
+            ("memchat --memory sqlite --extract (auto mode)", "ctrl+q after a turn (extraction pending)",
+             [*memchat, "--extract"], "Memory chat ready!", [("My sister is Ana", "sister")], ["C-q"]),
+        ]  # fmt: skip
+        bare = None
+        for n, (label, how, command, ready, before, keys) in enumerate(cases):
+            backs: list[float] = []
+            times: list[float] = []
+            for run in range(runs):
+                env = {
+                    "SQLITE_MEMORY_DSN": f"sqlite:///{tmp}/memories-{n}-{run}.db",
+                    "XDG_CONFIG_HOME": f"{tmp}/config",
+                    "HOME": tmp,
+                    "TERM": "xterm-256color",
+                    "LANG": "C.UTF-8",
+                    "PATH": os.environ.get("PATH", ""),
+                    **EXTRA_ENV,
+                }
+                took = _tmux_quit(command, Path(tmp), env, ready, before, keys)
+                if took is not None:
+                    backs.append(took[0])
+                    times.append(took[1])
+            if not times:
+                print(f"| {label} | {how} | (did not finish) | | | |")
+                continue
+            back, gone = statistics.median(backs), statistics.median(times)
+            bare = bare if bare is not None else (back, gone)
+            print(f"| {label} | {how} | {back:.2f} s ({min(backs):.2f}) | {back / bare[0]:.2f}× | "
+                  f"{gone:.2f} s ({min(times):.2f}) | {gone / bare[1]:.2f}× |")  # fmt: skip
 
 
 # -- 2. a long fast stream ----------------------------------------------------------------------
@@ -209,6 +325,7 @@ class PacedModel:
 
 async def bench_stream(count: int, rate: float) -> None:
     from textual import events
+    from textual.screen import Screen
 
     from memchat.tui.app import MemchatApp
     from memchat.tui.widgets.chat_input import ChatInput
@@ -218,6 +335,26 @@ async def bench_stream(count: int, rate: float) -> None:
     model = PacedModel(_answer_tokens(count), rate)
     app = MemchatApp(make_settings(), runner_factory=runner_factory(lambda: model), cursor_blink=False)
     stalls: list[float] = []
+    # A frame: the layout pass (arranging the widgets) and the compositor's update of
+    # the screen, timed in the app's own methods, with where in the answer it happened.
+    frames: list[tuple[float, int]] = []
+    original_layout, original_refresh = Screen._refresh_layout, Screen._compositor_refresh
+
+    def answer_length() -> int:
+        view = app.chat.chat_log.last_assistant() if app.is_running and app.screen_stack else None
+        return len(view.copy_text()) if view is not None else 0
+
+    def timed(method):
+        def wrapper(self, *args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                frames.append((time.perf_counter() - started, answer_length()))
+
+        return wrapper
+
+    Screen._refresh_layout, Screen._compositor_refresh = timed(original_layout), timed(original_refresh)
     key_handled: list[float] = []
     key_painted: list[float] = []
 
@@ -271,6 +408,7 @@ async def bench_stream(count: int, rate: float) -> None:
         await pilot.pause(0.1)
         text_ok = view.copy_text() == "".join(model.tokens)
         ChatInput._on_key = original_on_key
+        Screen._refresh_layout, Screen._compositor_refresh = original_layout, original_refresh
 
     achieved = count / (model.last_sent - model.first_sent)
     print(f"\n## Streaming {count:,} tokens at {rate:,.0f} tokens/s (headless, 120x40)\n")
@@ -287,6 +425,20 @@ async def bench_stream(count: int, rate: float) -> None:
     if stalls:
         p99 = stalls[int(len(stalls) * 0.99) - 1]
         print(f"- event-loop stalls: p99 {p99 * 1000:.1f} ms, max {stalls[-1] * 1000:.1f} ms")
+    if frames:
+        total = max(length for _, length in frames) or 1
+        late = sorted(d for d, length in frames if length >= total * 0.8)
+        every = sorted(d for d, _ in frames)
+        over = sum(1 for d in every if d > 0.05)
+        print(f"- layout/compositor passes ({len(every)}): median {statistics.median(every) * 1000:.1f} ms, "
+              f"p99 {every[int(len(every) * 0.99) - 1] * 1000:.1f} ms, max {every[-1] * 1000:.1f} ms; "
+              f"{over} over 50 ms")  # fmt: skip
+        slowest = sorted(frames, reverse=True)[:5]
+        listed = ", ".join(f"{d * 1000:.0f} ms at {length:,} chars" for d, length in slowest)
+        print(f"- slowest passes: {listed}")
+        if late:
+            print(f"- in the last fifth of the answer: median {statistics.median(late) * 1000:.1f} ms, "
+                  f"max {late[-1] * 1000:.1f} ms")  # fmt: skip
     print(f"- final text intact: {text_ok}")
 
 
@@ -369,14 +521,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--only", choices=["first-frame", "stream", "panel"])
+    parser.add_argument("--only", choices=["first-frame", "quit", "stream", "panel"])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--tokens", type=int, default=10_000)
     parser.add_argument("--rate", type=float, default=2_000)
     parser.add_argument("--memories", type=int, default=10_000)
+    parser.add_argument("--pythonpath", help="run memchat from this checkout (e.g. the code before a change)")
     args = parser.parse_args()
+    if args.pythonpath:
+        EXTRA_ENV["PYTHONPATH"] = str(Path(args.pythonpath).resolve())
     if args.only in (None, "first-frame"):
         bench_first_frame(args.runs)
+    if args.only in (None, "quit"):
+        bench_quit(args.runs)
     if args.only in (None, "stream"):
         asyncio.run(bench_stream(args.tokens, args.rate))
     if args.only in (None, "panel"):

@@ -245,6 +245,12 @@ class Console:
 
             self.write(await export_current(self.runner, command.text) + "\n\n")
             return True
+        if command.kind is Command.FORGET:
+            self.write(
+                "🗑  /forget asks before deleting, which a line-mode chat cannot do safely: find the memory "
+                "with `memchat memory search TEXT`, then `memchat memory delete ID` (or use the TUI).\n\n"
+            )
+            return True
         if command.kind is Command.UNKNOWN:
             self.write(f"❓ Unknown command {one_line(command.text)}: type /help for the list\n\n")
             return True

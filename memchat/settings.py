@@ -138,6 +138,13 @@ class Settings:
         help="The MCP server's token file (default: mcp-tokens.json in the user data folder, "
         "beside the default SQLite database).",
     )
+    #: The TUI's colour theme ("" = Textual's default); remembered when changed in the app.
+    theme: str = _setting("", env="MEMCHAT_THEME", config=("tui", "theme"))
+    #: Tool-call panels in the TUI: "compact" (one line each, Enter opens one) or "expanded".
+    tool_panels: str = _setting("compact", env="MEMCHAT_TOOL_PANELS", config=("tui", "tool_panels"))
+    #: The config file the TUI writes run-time choices to (theme, streaming, tool
+    #: panels): the one in effect, else the user's; "" (tests, the library) = none.
+    preferences_file: str = field(default="", repr=False)
     #: Merged environment handed to the backend factories and model clients.
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     #: Where values came from, for `memchat config` style diagnostics.
@@ -206,7 +213,8 @@ class Settings:
         values: dict[str, Any] = {}
         sources: dict[str, str] = {}
 
-        config = _read_config(Path(config_file) if config_file else _find_config(cwd, environ))
+        config_path = Path(config_file) if config_file else _find_config(cwd, environ)
+        config = _read_config(config_path)
         merged_env: dict[str, str] = {k: str(v) for k, v in (config.get("env") or {}).items()}
         for (section, key), name in CONFIG_KEYS.items():
             if key in (config.get(section) or {}):
@@ -233,7 +241,9 @@ class Settings:
         if "embedder" not in values and merged_env.get("OPENAI_EMBEDDING_MODEL", "").strip():
             # The reference's way to pick a remote embedding model: it implies openai unless chosen.
             values["embedder"], sources["embedder"] = "openai", "environment OPENAI_EMBEDDING_MODEL"
-        settings = cls(**{k: _coerce(k, v) for k, v in values.items()}, env=merged_env, sources=sources)
+        preferences = config_path or _user_config_path()
+        settings = cls(**{k: _coerce(k, v) for k, v in values.items()}, env=merged_env, sources=sources,
+                       preferences_file=str(preferences or ""))  # fmt: skip
         return settings.validated()
 
     def validated(self) -> Settings:
@@ -268,6 +278,11 @@ class Settings:
                     f"unknown tool {tool!r} for --expose-tool: choose from {', '.join(ALL_TOOLS)}"
                 )
         self._validate_choices()
+        if self.tool_panels not in TOOL_PANELS:
+            raise ConfigError(
+                f"{self.origin_of('tool_panels')} is {self.tool_panels!r}: choose compact (one line per "
+                "tool call, the default) or expanded"
+            )
         if not self.timeout > 0 or self.timeout == float("inf"):
             raise ConfigError("--timeout must be a positive duration such as 10s")
         self._validate_extraction()
@@ -371,6 +386,8 @@ CONFIG_KEYS: dict[tuple[str, str], str] = {
 }
 #: Fields compared without regard to case ("Hybrid" = "hybrid").
 CHOICES = {"search": SEARCH_MODES, "embedder": EMBEDDER_CHOICES}
+#: How the TUI shows tool calls.
+TOOL_PANELS = ("compact", "expanded")
 
 
 def _check_identity(name: str, value: str, origin: str, flag: str) -> None:
@@ -398,13 +415,20 @@ def _find_config(cwd: Path, environ: Mapping[str, str]) -> Path | None:
             raise ConfigError(f"MEMCHAT_CONFIG points to {path}, which does not exist")
         return path
     candidates = [cwd / CONFIG_NAME]
+    user = _user_config_path()
+    if user is not None:
+        candidates.append(user)
+    return next((p for p in candidates if p.is_file()), None)
+
+
+def _user_config_path() -> Path | None:
+    """``~/.config/memchat/memchat.toml`` on Linux (the platform's user config folder)."""
     try:
         from platformdirs import user_config_path
 
-        candidates.append(user_config_path("memchat", appauthor=False) / CONFIG_NAME)
+        return user_config_path("memchat", appauthor=False) / CONFIG_NAME
     except Exception:  # platformdirs missing is not fatal: the local file still counts
-        pass
-    return next((p for p in candidates if p.is_file()), None)
+        return None
 
 
 def _read_config(path: Path | None) -> dict[str, Any]:
@@ -479,7 +503,7 @@ def _coerce(name: str, value: Any) -> Any:
     if kind == "tuple[str, ...]":
         items = value.split(",") if isinstance(value, str) else list(value)
         return tuple(i.strip() for i in items if str(i).strip())
-    if name in CHOICES:
+    if name in CHOICES or name == "tool_panels":
         return str(value).strip().lower()
     if name in EXACT_STRINGS:
         # An identity is taken as typed: stripping " bob" would silently reach user "bob".

@@ -125,7 +125,7 @@ async def memory_panel(pilot) -> None:
     await pilot.press("ctrl+b")
     await wait_until(pilot, lambda: len(app.chat.memory_panel.memory_list.entries) >= 4)
     # Delete one from the panel (soft delete is on): it stays as a dimmed tombstone.
-    await pilot.press("d")
+    await pilot.press("down", "d")  # the panel opens in its filter: ↓ into the list
     await pilot.pause(0.3)
     await pilot.press("y")
     await wait_until(pilot, lambda: any(e.is_deleted for e in app.chat.memory_panel.memory_list.entries))

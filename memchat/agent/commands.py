@@ -19,6 +19,7 @@ class Command(enum.Enum):
     STREAM = "/stream"
     SESSIONS = "/sessions"
     EXPORT = "/export"
+    FORGET = "/forget"
     UNKNOWN = "unknown"
 
 
@@ -34,10 +35,17 @@ COMMANDS = {
 }
 
 
+#: Commands beyond the reference's, listed by the TUI's /help (the console's
+#: /help prints the reference's list as it is).
+EXTRA_COMMANDS = {
+    "/forget": "Forget a memory: /forget TEXT finds it, asks, then deletes it",
+}
+
+
 @dataclass(frozen=True)
 class Parsed:
     kind: Command
-    #: The message to send (for MESSAGE and MEMORY), or the unknown command.
+    #: The message to send (for MESSAGE and MEMORY), what to forget (FORGET), or the unknown command.
     text: str = ""
 
 
@@ -51,9 +59,9 @@ def parse_command(line: str) -> Parsed:
     word = text.split()[0].lower()
     if word == "/memory":
         return Parsed(Command.MEMORY, MEMORY_PROMPT)
-    if word == Command.EXPORT.value:
-        # The one command with an argument: a format (md, json) or a file name.
-        return Parsed(Command.EXPORT, text[len(word) :].strip())
+    if word in (Command.EXPORT.value, Command.FORGET.value):
+        # The commands with an argument: a format (md, json) or a file name; what to forget.
+        return Parsed(Command(word), text[len(word) :].strip())
     for kind in (Command.EXIT, Command.NEW, Command.HELP, Command.STREAM, Command.SESSIONS):
         if word == kind.value:
             return Parsed(kind)

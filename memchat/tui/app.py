@@ -9,8 +9,14 @@ after the first frame, in a thread.
 Auto mode (a background extractor makes the memories): the runner's
 extraction listener posts ``ExtractionProgress``; the header shows
 "🧩 extracting…" while a job runs, the chat log gets what it changed, and
-the memory panel reloads. Quitting waits (bounded, without freezing the
-screen) for the pending extraction; quitting again does not wait.
+the memory panel reloads. Quitting from ``memchat`` (``close_after_exit``)
+exits at once and hands the runner over: run_tui saves what is pending after
+the terminal is restored. Otherwise (tests, embedding the app) quitting waits
+(bounded, without freezing the screen) for the pending extraction; quitting
+again does not wait.
+
+The memory panel's work is in memory_actions.py, run-time toggles and their
+remembering in toggles.py.
 """
 
 from __future__ import annotations
@@ -30,46 +36,31 @@ from textual.content import Content
 from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
 
-from memchat.agent.commands import COMMANDS, Command, parse_command
-from memchat.agent.events import (
-    ExtractionFinished,
-    ExtractionStarted,
-    TextDelta,
-    ToolCallsRequested,
-    ToolExecuting,
-    ToolFinished,
-    TurnDone,
-    TurnError,
-    TurnStats,
-)
-from memchat.engine.model import MemchatError
+from memchat.agent.commands import Command, parse_command
 from memchat.safe_text import one_line
 
+from .memory_actions import MemoryActions, describe_error
 from .messages import (
     EmbeddingProgress,
     ExtractionDrained,
     ExtractionProgress,
-    MemoriesFailed,
-    MemoriesLoaded,
-    MemoryChanged,
     RunnerFailed,
     RunnerReady,
     TurnEnded,
     TurnEvent,
 )
 from .screens.chat import ChatScreen
-from .screens.confirm import ConfirmScreen
 from .services import (
     RunnerFactory,
     cancel_extraction,
     clipboard_problem,
     close_default_runner,
+    describe_open_failure,
     open_default_runner,
 )
 from .sessions import SessionActions
+from .toggles import Toggles
 from .widgets.chat_input import COMMAND_HELP, ChatInput
-from .widgets.memory_list import MemoryList
-from .widgets.memory_panel import MemoryPanel
 from .widgets.message import AssistantMessage, ChatMessage, ExtractionNote
 
 if TYPE_CHECKING:
@@ -80,32 +71,23 @@ if TYPE_CHECKING:
 #: Seconds between two text updates of a streaming answer (at most ~30 a second).
 TEXT_FLUSH_INTERVAL = 0.033
 
-#: Results the panel's filter asks the engine for.
-FILTER_RESULTS = 200
-
 #: Key for each command, shown in /help.
 COMMAND_KEYS = {
-    "/memory": "ctrl+b", "/new": "ctrl+n", "/stream": "ctrl+t", "/sessions": "ctrl+o",
-    "/export": "md or json", "/help": "f1", "/exit": "ctrl+q",
+    "/memory": "ctrl+b", "/new": "ctrl+n", "/stream": "ctrl+t", "/sessions": "f2",
+    "/export": "md or json", "/forget": "d in the panel", "/help": "f1", "/exit": "ctrl+q",
 }  # fmt: skip
 
 #: Actions that make no sense while a dialog is open.
 CHAT_ACTIONS = {
-    "new_session", "toggle_memories", "toggle_streaming", "copy_message", "help", "stop",
-    "sessions", "export",
+    "new_session", "toggle_memories", "toggle_streaming", "toggle_tool_panels", "copy_message", "help",
+    "stop", "sessions", "export",
 }  # fmt: skip
 
 #: Actions that make no sense while the app saves memories before quitting.
 QUITTING_ACTIONS = {"new_session", "toggle_streaming", "stop"}
 
 
-def _describe(exc: BaseException) -> str:
-    if isinstance(exc, MemchatError):
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-
-
-class MemchatApp(SessionActions, App[int]):
+class MemchatApp(SessionActions, MemoryActions, Toggles, App[int]):
     #: Absolute, so that subclasses defined elsewhere (tests, benchmarks) find it.
     CSS_PATH = Path(__file__).parent / "memchat.tcss"
     TITLE = "memchat"
@@ -115,8 +97,9 @@ class MemchatApp(SessionActions, App[int]):
         Binding("ctrl+n", "new_session", "New", tooltip="Start a new session (memories are kept)"),
         Binding("ctrl+b", "toggle_memories", "Memories", tooltip="Show or hide the memory panel"),
         Binding("ctrl+t", "toggle_streaming", "Stream", tooltip="Toggle streaming output"),
+        Binding("ctrl+o", "toggle_tool_panels", "Tools", tooltip="Open or fold every tool-call panel"),
         # Not in the footer (it is full): /help and the command palette list it.
-        Binding("ctrl+o", "sessions", "Sessions", show=False, tooltip="Saved sessions: open, rename, delete"),
+        Binding("f2", "sessions", "Sessions", show=False, tooltip="Saved sessions: open, rename, delete"),
         Binding("ctrl+y", "copy_message", "Copy", priority=True, tooltip="Copy the selected or last answer"),
         Binding("f1", "help", "Help", tooltip="Show commands and keys"),
         Binding("ctrl+q", "quit", "Quit", priority=True),
@@ -131,12 +114,15 @@ class MemchatApp(SessionActions, App[int]):
         clock: Callable[[], datetime] | None = None,
         cursor_blink: bool = True,
         max_live_messages: int | None = None,
+        close_after_exit: bool = False,
     ) -> None:
         super().__init__()
         self.settings = settings
         self.runner: Runner | None = None
         self.runner_error = ""
         self.streaming = settings.streaming
+        self.tools_expanded = settings.tool_panels == "expanded"
+        self._told_preferences = False
         self.busy = False
         self.turn = 0
         self.first_frame_at: float | None = None
@@ -159,6 +145,11 @@ class MemchatApp(SessionActions, App[int]):
         #: The exit code, while waiting for the background extraction before exiting.
         self.quitting: int | None = None
         self._drain_worker = None
+        #: Quit at once and leave the runner in ``leftover_runner`` for the caller to close
+        #: after the terminal is back (run_tui); else it is closed (and drained) in the app.
+        self.close_after_exit = close_after_exit
+        self.leftover_runner: Runner | None = None
+        self._exit_asked = False
 
     def alert(
         self,
@@ -194,6 +185,7 @@ class MemchatApp(SessionActions, App[int]):
 
     # -- start-up ----------------------------------------------------------
     def on_mount(self) -> None:
+        self.apply_theme()
         self.call_after_refresh(self._after_first_frame)
 
     def _after_first_frame(self) -> None:
@@ -222,7 +214,7 @@ class MemchatApp(SessionActions, App[int]):
         state = message.state
         if self.runner is not None or not self._connecting:
             return
-        self.chat.header.status = "connecting" if state.finished else f"embedding {state.percent}%"
+        self.chat.header.status = "connecting" if state.finished else f"{state.label} {state.percent}%"
         if not self._told_progress:
             self._told_progress = True
             line = state.message().rsplit(" ", 1)[0]  # without the percentage: the header has it
@@ -233,7 +225,7 @@ class MemchatApp(SessionActions, App[int]):
         try:
             runner = await self._runner_factory(self.settings)
         except Exception as exc:
-            self.post_message(RunnerFailed(_describe(exc)))
+            self.post_message(RunnerFailed(*describe_open_failure(exc)))
             return
         self.post_message(RunnerReady(runner))
 
@@ -271,13 +263,15 @@ class MemchatApp(SessionActions, App[int]):
     async def on_runner_failed(self, message: RunnerFailed) -> None:
         self._connecting = False
         self.runner_error = message.error
-        self.chat.header.status = "down"
+        self.chat.header.status = "not installed" if message.missing_package else "down"
         self.alert(message.error, title=f"Cannot open the {self.settings.memory} backend", severity="error")
-        text = (
-            f"❌ Cannot open the {self.settings.memory} memory backend: {message.error}\n"
-            "Fix the cause (is the server running? is the address right?), then send your message "
+        fix = (
+            "Install it, then restart memchat."
+            if message.missing_package
+            else "Fix the cause (is the server running? is the address right?), then send your message "
             "again: memchat reconnects."
         )
+        text = f"❌ Cannot open the {self.settings.memory} memory backend: {message.error}\n{fix}"
         await self.chat.chat_log.add_note(text, "error")
         if self._queued is not None:
             chat_input = self.chat.chat_input
@@ -321,7 +315,9 @@ class MemchatApp(SessionActions, App[int]):
             self._stop_listening()
             self._stop_listening = None
         runner, self.runner = self.runner, None
-        if runner is not None:
+        if runner is not None and self.close_after_exit:
+            self.leftover_runner = runner
+        elif runner is not None:
             with contextlib.suppress(Exception):  # closing must never keep the app from exiting
                 await self._runner_closer(runner)
 
@@ -358,6 +354,8 @@ class MemchatApp(SessionActions, App[int]):
             self.action_sessions()
         elif kind is Command.EXPORT:
             await self.export_session(parsed.text)
+        elif kind is Command.FORGET:
+            await self.forget(parsed.text)
         elif kind is Command.UNKNOWN:
             await self.chat.chat_log.add_note(
                 f"❓ Unknown command {parsed.text}: type /help for the list", "warn"
@@ -388,6 +386,8 @@ class MemchatApp(SessionActions, App[int]):
         screen can use is coalesced: at most one text message per
         ``TEXT_FLUSH_INTERVAL`` (a fast model sends thousands of tokens a
         second; one message each would only queue up behind the layout)."""
+        from memchat.agent.events import TextDelta
+
         runner = self.runner
         assert runner is not None
         loop = asyncio.get_running_loop()
@@ -422,37 +422,40 @@ class MemchatApp(SessionActions, App[int]):
             raise
         except Exception as exc:
             flush()
-            self.post_message(TurnEnded(turn, error=_describe(exc)))
+            self.post_message(TurnEnded(turn, error=describe_error(exc)))
             return
         flush()
         self.post_message(TurnEnded(turn))
 
     @property
     def _shutting_down(self) -> bool:
-        """Shutting down: messages from cancelled workers may still arrive."""
-        return not self.screen_stack or not isinstance(self.screen_stack[0], ChatScreen)
+        """Shutting down: messages from cancelled workers may still arrive (and
+        widgets being removed must not be mounted into)."""
+        return self._exit_asked or not self.screen_stack or not isinstance(self.screen_stack[0], ChatScreen)
 
     async def on_turn_event(self, message: TurnEvent) -> None:
         view = self._views.get(message.turn)
         if view is None or self._shutting_down:
             return
+        from memchat.agent import events as e  # loaded by the runner already, after the first frame
+
         event = message.event
-        if isinstance(event, TextDelta):
+        if isinstance(event, e.TextDelta):
             await view.append_text(event.text)
-        elif isinstance(event, ToolCallsRequested):
-            await view.add_tool_calls(event.calls)
-        elif isinstance(event, ToolExecuting):
+        elif isinstance(event, e.ToolCallsRequested):
+            await view.add_tool_calls(event.calls, expanded=self.tools_expanded)
+        elif isinstance(event, e.ToolExecuting):
             view.tool_executing(event.call)
-        elif isinstance(event, ToolFinished):
+        elif isinstance(event, e.ToolFinished):
             view.tool_finished(event.call, event.content, event.is_error, event.elapsed)
             if event.call.name.startswith("memory_"):
                 self._memories_changed()
-        elif isinstance(event, TurnError):
+        elif isinstance(event, e.TurnError):
             await view.add_error(event.message)
             self.alert(event.message, title="The turn hit an error", severity="error")
-        elif isinstance(event, TurnStats):
+        elif isinstance(event, e.TurnStats):
             await view.set_stats(event)
-        elif isinstance(event, TurnDone):
+        elif isinstance(event, e.TurnDone):
             await view.finish()
 
     async def on_turn_ended(self, message: TurnEnded) -> None:
@@ -483,10 +486,14 @@ class MemchatApp(SessionActions, App[int]):
     def _on_extraction(self, event: object) -> None:
         """The runner's extraction listener (called on the event loop, from the
         extractor's task): hand the event to the app as a message."""
+        from memchat.agent.events import ExtractionFinished, ExtractionStarted
+
         if isinstance(event, ExtractionStarted | ExtractionFinished):
             self.post_message(ExtractionProgress(event))
 
     async def on_extraction_progress(self, message: ExtractionProgress) -> None:
+        from memchat.agent.events import ExtractionFinished, ExtractionStarted
+
         event = message.event
         if isinstance(event, ExtractionStarted):
             self.extracting += 1
@@ -520,16 +527,17 @@ class MemchatApp(SessionActions, App[int]):
             if runner is not None:
                 with contextlib.suppress(Exception):
                     await cancel_extraction(runner)
-            self.exit(self.quitting)
+            self._exit_now(self.quitting)
             return
-        if runner is None or not runner.auto_extraction:
-            self.exit(code)
+        if runner is None or not runner.auto_extraction or self.close_after_exit:
+            # With close_after_exit, run_tui saves what is pending once the terminal is back.
+            self._exit_now(code)
             return
         if self.busy and self._turn_worker is not None:
             self._turn_worker.cancel()
         runner.flush_extraction()
         if not runner.extraction_pending:
-            self.exit(code)
+            self._exit_now(code)
             return
         self.quitting = code
         self._set_busy(self.busy)
@@ -552,7 +560,14 @@ class MemchatApp(SessionActions, App[int]):
         self.post_message(ExtractionDrained(code, finished=finished))
 
     def on_extraction_drained(self, message: ExtractionDrained) -> None:
-        self.exit(message.code)
+        self._exit_now(message.code)
+
+    def _exit_now(self, code: int) -> None:
+        """Stop the turn being written (its partial answer is in the history) and exit."""
+        self._exit_asked = True
+        if self._turn_worker is not None:
+            self._turn_worker.cancel()
+        self.exit(code)
 
     # -- actions (keys, commands and the command palette) ------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -593,29 +608,18 @@ class MemchatApp(SessionActions, App[int]):
         panel.display = not panel.display
         if panel.display:
             self.load_memories()
-            panel.memory_list.focus()
+            panel.focus_filter()
         else:
             self.action_focus_input()
 
-    async def action_toggle_streaming(self) -> None:
-        self.streaming = not self.streaming
-        if self.runner is not None:
-            self.runner.streaming = self.streaming
-        self.chat.header.streaming = self.streaming
-        text = (
-            "🔁 Streaming on: answers appear token by token."
-            if self.streaming
-            else "🔁 Streaming off: answers appear whole when ready."
-        )
-        await self.chat.chat_log.add_note(text, "info")
-
     async def action_help(self) -> None:
         lines = [Content.from_markup("💡 [b]Special commands[/b]")]
-        for name in COMMANDS:
+        width = max(map(len, COMMAND_HELP))
+        for name in COMMAND_HELP:
             lines.append(
                 Content.from_markup(
-                    "   [b $accent]$name[/]  $what  [$text-muted]($key)[/]",
-                    name=f"{name:<8}",
+                    "   [b $accent]$name[/]$what  [$text-muted]($key)[/]",
+                    name=name.ljust(width + 2),
                     what=COMMAND_HELP[name],
                     key=COMMAND_KEYS[name],
                 )
@@ -623,8 +627,9 @@ class MemchatApp(SessionActions, App[int]):
         lines.append(
             Content.from_markup(
                 "[$text-muted]Keys: Enter send · ctrl+j new line · ↑/↓ history · Tab completes a command · "
-                "Esc stops an answer · ctrl+y copies the selected (click it) or last answer · "
-                "ctrl+p command palette[/]"
+                "Esc stops an answer · PgUp/PgDn scroll the conversation (ctrl+Home/ctrl+End: top, end) · "
+                "ctrl+o opens or folds all tool calls (Enter or a click: one) · "
+                "ctrl+y copies the selected (click it) or last answer · ctrl+p command palette[/]"
             )
         )
         await self.chat.chat_log.add_note(Content("\n").join(lines), "help")
@@ -660,9 +665,6 @@ class MemchatApp(SessionActions, App[int]):
         else:
             self.notify(f"Copied {len(text)} characters.", title="Copy")
 
-    def action_refresh_memories(self) -> None:
-        self.load_memories()
-
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield SystemCommand(
             "New session",
@@ -671,7 +673,7 @@ class MemchatApp(SessionActions, App[int]):
         )
         yield SystemCommand(
             "Sessions",
-            "Saved conversations: open, rename, delete, search (/sessions, ctrl+o)",
+            "Saved conversations: open, rename, delete, search (/sessions, f2)",
             self.action_sessions,
         )
         yield SystemCommand(
@@ -687,6 +689,9 @@ class MemchatApp(SessionActions, App[int]):
             "Stream answers token by token, or show them whole (/stream, ctrl+t)",
             self.action_toggle_streaming,
         )
+        yield SystemCommand(
+            "Tool panels", "Open or fold every tool-call panel (ctrl+o)", self.action_toggle_tool_panels
+        )
         if self.busy:
             yield SystemCommand("Stop the answer", "Stop the turn being written (Esc)", self.action_stop)
         yield SystemCommand(
@@ -699,105 +704,3 @@ class MemchatApp(SessionActions, App[int]):
         if self.runner is None:
             yield SystemCommand("Reconnect", "Open the memory backend again", self.connect)
         yield from super().get_system_commands(screen)  # fmt: skip
-
-    # -- the memory panel ----------------------------------------------------------
-    def _memories_changed(self) -> None:
-        """A memory tool ran: refresh the panel now if it is open, else when it opens."""
-        self._memories_stale = True
-        if self.chat.memory_panel.display:
-            self.load_memories()
-
-    def load_memories(self) -> None:
-        panel = self.chat.memory_panel
-        if self.runner is None:
-            panel.show_message(
-                f"Not connected: {self.runner_error}" if self.runner_error else "Connecting to the backend…"
-            )
-            return
-        self._memories_stale = False
-        self._read_memories(panel.query_text)
-
-    @work(group="memories", exclusive=True, exit_on_error=False)
-    async def _read_memories(self, query: str) -> None:
-        runner = self.runner
-        if runner is None:
-            return
-        service, key = runner.service, runner.key
-        try:
-            if query:
-                from memchat.engine import SearchOptions
-
-                # The engine's one retrieval path, in the service's mode (--search): the
-                # same ranking as the memory_search tool. Embedding the query runs in a thread.
-                entries = await service.search(key, query, SearchOptions(max_results=FILTER_RESULTS))
-            else:
-                entries = await service.read(key, include_deleted=service.soft_delete)
-            total = await service.count(key)
-        except Exception as exc:
-            self.post_message(MemoriesFailed(_describe(exc)))
-            return
-        self.post_message(MemoriesLoaded(entries, query, total))
-
-    def on_memories_loaded(self, message: MemoriesLoaded) -> None:
-        if self.runner is None or self._shutting_down:
-            return
-        self.chat.memory_panel.show_entries(
-            message.entries,
-            query=message.query,
-            total=message.total,
-            soft_delete=self.runner.service.soft_delete,
-            now=self.clock(),
-        )
-
-    def on_memories_failed(self, message: MemoriesFailed) -> None:
-        if self._shutting_down:
-            return
-        self.chat.memory_panel.show_message(f"Cannot read memories: {message.error}")
-        self.alert(message.error, title="Memories", severity="error")
-
-    def on_memory_panel_filter_changed(self, message: MemoryPanel.FilterChanged) -> None:
-        self.load_memories()
-
-    def on_memory_panel_refresh_requested(self, message: MemoryPanel.RefreshRequested) -> None:
-        self.load_memories()
-
-    def on_memory_list_action_requested(self, message: MemoryList.ActionRequested) -> None:
-        if self.runner is None:
-            return
-        entry, soft = message.entry, self.runner.service.soft_delete
-        if message.action == "delete":
-            consequence = (
-                "It stays as a dimmed tombstone that you can restore (soft delete is on)."
-                if soft
-                else "This cannot be undone (soft delete is off; --soft-delete keeps tombstones)."
-            )
-            screen = ConfirmScreen("Delete this memory?", f"“{entry.memory.text}”\n\n{consequence}",
-                                   yes="Delete", danger=True)  # fmt: skip
-        else:
-            screen = ConfirmScreen("Restore this memory?", f"“{entry.memory.text}”", yes="Restore")
-
-        def answered(yes: bool | None) -> None:
-            if yes:
-                self._change_memory(message.action, entry.id, entry.memory.text)
-
-        self.push_screen(screen, answered)
-
-    @work(group="memory-change", exit_on_error=False)
-    async def _change_memory(self, action: str, memory_id: str, text: str) -> None:
-        runner = self.runner
-        if runner is None:
-            return
-        try:
-            if action == "delete":
-                await runner.service.delete(runner.key, memory_id)
-            else:
-                await runner.service.restore(runner.key, memory_id)
-        except Exception as exc:
-            self.post_message(MemoriesFailed(_describe(exc)))
-            return
-        self.post_message(MemoryChanged(action, memory_id, text))
-
-    def on_memory_changed(self, message: MemoryChanged) -> None:
-        done = "Deleted" if message.action == "delete" else "Restored"
-        self.alert(f"{done}: {message.text}", title="Memories")
-        self.load_memories()

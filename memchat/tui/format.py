@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from memchat.agent.events import TurnStats
+if TYPE_CHECKING:
+    from memchat.agent.events import TurnStats
 
 #: Braille spinner frames, as used by many terminal tools.
 SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -99,3 +102,64 @@ def truncate_lines(text: str, max_lines: int, max_chars: int) -> tuple[str, int]
     if not kept and lines:  # one enormous line
         kept = [lines[0][:max_chars] + "…"]
     return "\n".join(kept), len(lines) - len(kept)
+
+
+#: A memory ID (sha256 hex) or any other long hex run: shortened when shown.
+_LONG_HEX = re.compile(r"\b[0-9a-f]{16,}\b")
+#: Characters of an ID kept when it is shortened (as ``memchat memory list`` prints
+#: them, and a prefix ``memchat memory delete`` accepts).
+SHORT_ID = 12
+
+
+def shorten_ids(text: str) -> str:
+    """``3f2a…`` for each 64-character memory ID (the panel's details show the
+    memory; the full ID stays in the model's history and the memory panel)."""
+    return _LONG_HEX.sub(lambda m: m.group()[:SHORT_ID] + "…", text)
+
+
+def clip(text: str, width: int) -> str:
+    """``text`` on one line, at most ``width`` characters (an ellipsis marks the cut)."""
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"
+
+
+def short_arguments(arguments: str, width: int = 48) -> str:
+    """A tool call's arguments in one short line: ``memory="User likes Go", topics=[…]``."""
+    try:
+        value = json.loads(arguments or "{}")
+    except (TypeError, ValueError):
+        return clip(shorten_ids(arguments), width)
+    if not isinstance(value, dict):
+        return clip(shorten_ids(_compact(value)), width)
+    parts = []
+    for name, item in value.items():
+        shown = _compact(item)
+        if isinstance(item, list) and len(shown) > 24:
+            shown = f"[{len(item)} items]"
+        parts.append(f"{name}={shown}")
+    return clip(shorten_ids(", ".join(parts)), width)
+
+
+def short_result(content: str, is_error: bool, width: int = 48) -> str:
+    """What a tool returned, in one short line: its message, a count, or the text."""
+    try:
+        value = json.loads(content)
+    except (TypeError, ValueError):
+        value = None
+    if isinstance(value, dict):
+        if "error" in value and isinstance(value["error"], str):
+            return clip(value["error"], width)
+        if isinstance(value.get("message"), str):
+            text = value["message"]
+            if isinstance(value.get("memory_id"), str):
+                text += f" ({shorten_ids(value['memory_id'])})"
+            return clip(text, width)
+        if isinstance(value.get("results"), list):
+            results = value["results"]
+            count = len(results)
+            first = results[0].get("memory") if results and isinstance(results[0], dict) else None
+            text = f"{count} result{'s' if count != 1 else ''}"
+            if isinstance(first, str):
+                text += f": {first}" + (" …" if count > 1 else "")
+            return clip(text, width)
+    return clip(shorten_ids(content if value is None else _compact(value)), width)

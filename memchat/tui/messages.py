@@ -23,9 +23,11 @@ class RunnerReady(Message):
 
 
 class RunnerFailed(Message):
-    def __init__(self, error: str) -> None:
+    def __init__(self, error: str, missing_package: bool = False) -> None:
         super().__init__()
         self.error = error
+        #: A Python package is not installed (not a server that is down): the fix is a pip install.
+        self.missing_package = missing_package
 
 
 class EmbeddingProgress(Message):

@@ -12,6 +12,7 @@ import importlib
 import os
 import shutil
 import subprocess
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
@@ -63,12 +64,41 @@ def warm_up(runner: Runner, settings: Settings) -> asyncio.Future:
     (never before the first frame, never on the UI thread): the Chinese word
     segmentation dictionary (about a second) and the offline embedding model(s).
     A remote embedder has nothing to load; a failure here is left for the first
-    search to report."""
+    search to report.
+
+    The thread is a daemon of its own, not the event loop's executor: quitting
+    while a model is still loading must not wait for it (``asyncio.run`` joins
+    its executor's threads before returning)."""
     embedder = _local_embedder(runner, settings)
-    task = asyncio.ensure_future(asyncio.to_thread(_warm_up_search, embedder))
-    _background.add(task)
-    task.add_done_callback(_background.discard)
-    return task
+    future = in_daemon_thread(_warm_up_search, embedder)
+    _background.add(future)
+    future.add_done_callback(_background.discard)
+    return future
+
+
+def in_daemon_thread(function: Callable[..., object], *args: object) -> asyncio.Future:
+    """Run ``function(*args)`` in a daemon thread; a future of the event loop for its result."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future = loop.create_future()
+
+    def settle(result: object, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+    def run() -> None:
+        try:
+            result, error = function(*args), None
+        except BaseException as exc:  # handed to the future, not lost in the thread
+            result, error = None, exc
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=run, name="memchat-warm-up", daemon=True).start()
+    return future
 
 
 def _local_embedder(runner: Runner, settings: Settings) -> object | None:
@@ -86,6 +116,21 @@ def _warm_up_search(embedder: object | None = None) -> None:
     if embedder is not None:
         with contextlib.suppress(Exception):  # the first search says what is wrong, in one sentence
             embedder.load()  # type: ignore[attr-defined]
+
+
+def describe_open_failure(exc: BaseException) -> tuple[str, bool]:
+    """Why the runner could not open, in one sentence, and whether the cause is
+    a package that is not installed (then the fix is a ``pip install``, not a
+    server to start)."""
+    from memchat.engine.model import MemchatError
+
+    if isinstance(exc, ModuleNotFoundError) and exc.name:
+        package = exc.name.split(".")[0]
+        return f"the {package} package is not installed: pip install {package}", True
+    text = str(exc) if isinstance(exc, MemchatError) else (f"{type(exc).__name__}: {exc}" if str(exc) else
+                                                            type(exc).__name__)  # fmt: skip
+    # The registry says a missing driver as "the redis backend needs the redis package: pip install …".
+    return text, isinstance(exc, MemchatError) and "pip install" in text
 
 
 async def close_default_runner(runner: Runner) -> None:

@@ -1,7 +1,7 @@
 """The chat's saved sessions, as a mixin of MemchatApp: continuing a session
 (``--resume``, ``--session``, or picked in the sessions screen) with its
 conversation back in the log, tool panels included; the sessions screen
-(``/sessions``, ctrl+o, the command palette); ``/export``; and the input
+(``/sessions``, f2, the command palette); ``/export``; and the input
 history (↑/↓) kept across runs.
 
 The saving itself happens below the UI (``memchat.sessions.recorder``, told

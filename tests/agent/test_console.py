@@ -196,6 +196,18 @@ def test_commands_help_stream_unknown_and_memory(tmp_path) -> None:
     assert "User likes tea" in out.split("memory_load (ID:")[1]
 
 
+def test_forget_in_the_console_explains_and_deletes_nothing(tmp_path) -> None:
+    result = run_memchat(
+        ["--plain"],
+        "I like tea\n/forget tea\nWhat do I like?\n/exit\n",
+        {"SQLITE_MEMORY_DSN": str(tmp_path / "x.db")},
+    )
+    out = result.stdout
+    assert result.returncode == 0
+    # Explained, and the memory is still there to recall afterwards.
+    assert "memchat memory delete ID" in out and "User likes tea" in out.split("/forget asks")[1]
+
+
 # -- hostile text: bytes that are not UTF-8, escape sequences in memories ----------
 
 #: A memory a model could write: window title (OSC … BEL), clear screen (CSI), C1 CSI, markup-like text.

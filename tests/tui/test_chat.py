@@ -166,7 +166,7 @@ async def test_memory_command_toggles_the_panel() -> None:
         panel = app.chat.memory_panel
         assert not panel.display
         await say(pilot, "/memory")
-        assert panel.display and app.focused is panel.memory_list
+        assert panel.display and app.focused is panel.filter_input  # type to filter at once
         await pilot.press("escape")
         assert app.focused is app.chat.chat_input
         await say(pilot, "/memory")
@@ -340,10 +340,12 @@ async def test_every_action_has_a_binding_and_a_palette_entry() -> None:
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         keys = {b.action: b.key for b in MemchatApp.BINDINGS}
-        for action in ("stop", "new_session", "toggle_memories", "toggle_streaming", "copy_message", "help"):
+        for action in ("stop", "new_session", "toggle_memories", "toggle_streaming", "toggle_tool_panels",
+                       "copy_message", "help"):  # fmt: skip
             assert action in keys
         titles = {c.title for c in app.get_system_commands(app.screen)}
-        assert {"New session", "Memory panel", "Toggle streaming", "Copy message", "Help"} <= titles
+        wanted = {"New session", "Memory panel", "Toggle streaming", "Tool panels", "Copy message", "Help"}
+        assert wanted <= titles
         # Run one through the palette itself.
         await pilot.press("ctrl+p")
         await pilot.pause()
@@ -381,6 +383,10 @@ async def test_narrow_terminal() -> None:
         assert chat_input.region.width >= 30 and chat_input.region.height >= 3
         assert app.chat.memory_panel.region.width <= 40
         assert app.chat.query_one("Footer").region.y == 23
-        assert isinstance(app.focused, type(app.chat.memory_panel.memory_list))
+        assert app.focused is app.chat.memory_panel.filter_input
+        # The list gets more room than the details of the highlighted memory.
+        memory_list = app.chat.memory_panel.memory_list
+        details = app.chat.query_one("#memory-details")
+        assert memory_list.region.height > details.region.height
         await pilot.press("escape")
         assert isinstance(app.focused, ChatInput)

@@ -127,12 +127,14 @@ async def test_answers_tool_panels_and_errors_are_inert() -> None:
         assert "Saving ␛]0;pwned␇ it." in answer and "Saved: ␛[2J [bold]done[/bold] \\u202eexe." in answer
         panels = list(view.query(ToolCallPanel))
         await wait_until(pilot, lambda: all(p.state in ("done", "error") for p in panels), what="the tools")
+        await pilot.press("ctrl+o")  # open them all: the details are built now
+        await wait_until(pilot, lambda: all(p.query(".tool-result") for p in panels), what="the details")
         for panel in panels:
             assert_inert(panel.title.plain)
-            for part in panel.query(".tool-json"):
+            for part in panel.query(".tool-label, .tool-json"):
                 assert_inert(str(part.render()))
             assert_inert(panel.transcript())
-        assert "call␛[2J-1" in panels[0].title.plain
+        assert "call␛[2J-1" in str(panels[0].query_one(".tool-label", Static).render())
         result = str(panels[1].query_one(".tool-result", Static).render())
         assert "[bold]x[/bold]" in result and "memchat[redis]" in result
         await say(pilot, "again")

@@ -4,7 +4,8 @@ details, delete and restore with confirmation, tombstones, 10k memories."""
 from __future__ import annotations
 
 from memchat.engine import Entry, Metadata, SearchOptions
-from memchat.tui.app import FILTER_RESULTS, MemchatApp
+from memchat.tui.app import MemchatApp
+from memchat.tui.memory_actions import FILTER_RESULTS
 from memchat.tui.screens.confirm import ConfirmScreen
 from memchat.tui.widgets.memory_list import MemoryList
 from memchat.tui.widgets.memory_panel import MemoryPanel
@@ -34,11 +35,15 @@ async def add(app: MemchatApp, *items: str, **kwargs) -> None:
                                  metadata=kwargs.get("metadata"))  # fmt: skip
 
 
-async def open_panel(pilot, count: int | None = None) -> None:
+async def open_panel(pilot, count: int | None = None, *, to_list: bool = True) -> None:
+    """ctrl+b (the filter has the focus), then ↓ into the list unless ``to_list`` is False."""
     app = pilot.app
     await pilot.press("ctrl+b")
     if count is not None:
         await wait_until(pilot, lambda: len(listed(app)) == count, what=f"{count} memories listed")
+    if to_list:
+        await pilot.press("down")
+        assert app.focused is panel(app).memory_list
 
 
 async def test_panel_lists_newest_first_with_topics_and_details() -> None:
@@ -54,7 +59,7 @@ async def test_panel_lists_newest_first_with_topics_and_details() -> None:
         assert texts(app) == ["User went to Paris", "User likes coffee"]
         assert panel(app).border_title == "Memories (2)"
         details = str(app.chat.query_one("#memory-details").render())
-        for expected in ("User went to Paris", "episode", "travel", "Paris", "Li", listed(app)[0].id):
+        for expected in ("User went to Paris", "episode", "travel", "Paris", "Li", listed(app)[0].id[:12]):
             assert expected in details
         await pilot.press("down")
         details = str(app.chat.query_one("#memory-details").render())
@@ -105,12 +110,16 @@ async def test_filter_searches_through_the_engine() -> None:
         app.chat.query_one("#memory-filter").focus()
         for key in "coffee":
             await pilot.press(key)
-        await wait_until(pilot, lambda: texts(app)[:1] == ["User likes coffee"], what="the filter")
-        assert searched == ["coffee"]  # debounced: one search for the whole word
-        assert "matching" in str(app.chat.query_one("#memory-status").render())
+        await wait_until(pilot, lambda: texts(app) == ["User likes coffee"], what="the filter as typed")
+        assert searched == []  # typing narrows what is listed; Enter asks the engine
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: searched == ["coffee"], what="the ranked search")
+        await wait_until(pilot, lambda: "ranked" in str(app.chat.query_one("#memory-status").render()))
         # Exactly what the engine ranks (hybrid: the best first, weaker ones after).
         expected = await original(app.runner.key, "coffee", SearchOptions(max_results=FILTER_RESULTS))
         assert [e.id for e in listed(app)] == [e.id for e in expected]
+        assert app.focused is panel(app).memory_list  # d and r work on the results at once
+        panel(app).focus_filter()
         for _ in "coffee":
             await pilot.press("backspace")
         await wait_until(pilot, lambda: len(listed(app)) == 3, what="the unfiltered list")
@@ -280,3 +289,24 @@ async def test_without_an_embedder_the_app_says_so_once() -> None:
             said.count("semantic search is off (MEMCHAT_EMBEDDER=none): memories are found by keywords only")
             == 1
         ), said
+
+
+async def test_filter_matches_parts_of_words_as_typed_and_is_focused_on_open() -> None:
+    app = make_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await add(app, "User has a pet cat named Tom", "User lives in Berlin", "User likes coffee")
+        await open_panel(pilot, 3, to_list=False)
+        assert app.focused is panel(app).filter_input  # no shift+tab needed
+        for key in "pet":
+            await pilot.press(key)
+        assert texts(app) == ["User has a pet cat named Tom"]  # at once, no engine call
+        assert "containing “pet”" in str(app.chat.query_one("#memory-status").render())
+        for _ in "pet":
+            await pilot.press("backspace")
+        for key in "Ber":
+            await pilot.press(key)
+        assert texts(app) == ["User lives in Berlin"]
+        await pilot.press("backspace", "backspace", "backspace", "x", "y", "z")
+        assert texts(app) == []
+        assert "Enter to search by meaning" in "".join(s.text for s in panel(app).memory_list.render_line(0))

@@ -1,5 +1,5 @@
 """Pilot tests of saved sessions in the TUI: the sessions screen (/sessions,
-ctrl+o) lists, searches, opens, renames and deletes; a continued session is
+f2) lists, searches, opens, renames and deletes; a continued session is
 back in the log with its tool panels and reaches the model; ↑/↓ history and
 /export. The runner is the test one over a SQLite file, with sessions
 attached as the real app attaches them."""
@@ -156,7 +156,7 @@ async def test_ctrl_o_opens_the_screen_and_export_writes_markdown(tmp_path, monk
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
         await say(pilot, "I like Go")
-        await pilot.press("ctrl+o")
+        await pilot.press("f2")
         await wait_until(pilot, lambda: isinstance(app.screen, SessionsScreen), what="the sessions screen")
         await pilot.press("escape")
         await say(pilot, "/export")

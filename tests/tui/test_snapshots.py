@@ -92,7 +92,7 @@ def test_memory_panel_with_tombstone(snap_compare) -> None:
         await runner.service.delete(runner.key, old.id)
         await pilot.press("ctrl+b")
         await wait_until(pilot, lambda: len(app.chat.memory_panel.memory_list.entries) == 4)
-        await pilot.press("down")
+        await pilot.press("down", "down")  # from the filter into the list, then the second memory
         await pilot.pause()
 
     app = make_app(make_settings(soft_delete=True))
@@ -115,7 +115,7 @@ def test_confirm_delete(snap_compare) -> None:
         await app.runner.service.add(app.runner.key, "User likes green tea", topics=["food"])
         await pilot.press("ctrl+b")
         await wait_until(pilot, lambda: len(app.chat.memory_panel.memory_list.entries) == 1)
-        await pilot.press("d")
+        await pilot.press("down", "d")  # from the filter into the list; d deletes
         await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.pause()
 

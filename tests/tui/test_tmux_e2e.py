@@ -78,7 +78,10 @@ def test_seed_demo_in_a_real_terminal(tmux: Tmux, tmp_path: Path) -> None:
 
     tmux.type(SEED_TELL)
     screen = tmux.wait_for("memory_add", "好的，我记住了", "tok/s", "● ready")
-    assert "✅ memory_add  done" in screen and "张三喜欢 Go 语言编程" in screen
+    # One line per tool call: state, tool, short arguments, elapsed, short result.
+    line = next(line for line in screen.splitlines() if "✅ memory_add" in line)
+    assert "done" in line and "→ Memory added successfully" in line
+    assert "张三喜欢 Go 语言编程" in screen
 
     tmux.type("/new")
     tmux.wait_for("Started new memory session!", "Previous: memory-session-")

@@ -29,9 +29,12 @@ _PHRASES: dict[str, tuple[str, str]] = {
     "background": ("Noted. Memories are saved in the background after each turn, so this will be taken care of.",
                    "好的，记忆会在每轮对话后于后台自动保存。"),
     "add_disabled": ("I'd remember that, but the memory_add tool is disabled.", "我想记住这件事，但 memory_add 工具已禁用。"),
-    "delete_disabled": ("I can't forget single memories: memory_delete is disabled "
-                        "(start memchat with --enable-tool memory_delete).",
-                        "无法删除记忆：memory_delete 已禁用（用 --enable-tool memory_delete 启动 memchat）。"),
+    "delete_disabled": ("I can't delete memories myself (my memory_delete tool is off), but you can: "
+                        "type /forget and what to forget (e.g. /forget I like Go), or press d on it in the "
+                        "memory panel (ctrl+b). To let me do it, start memchat with --enable-tool memory_delete.",
+                        "我自己不能删除记忆（memory_delete 工具未启用），但你可以：输入 /forget 加要忘记的内容"
+                        "（如 /forget 我喜欢 Go），或在记忆面板（ctrl+b）中选中后按 d。"
+                        "想让我来删，请用 --enable-tool memory_delete 启动 memchat。"),
     "clear_disabled": ("I can't clear all memories: memory_clear is disabled "
                        "(start memchat with --enable-tool memory_clear).",
                        "无法清空记忆：memory_clear 已禁用（用 --enable-tool memory_clear 启动 memchat）。"),

@@ -4,6 +4,9 @@ It only lays widgets out and offers typed access to them; the app drives them.""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.screen import Screen
@@ -14,9 +17,20 @@ from ..widgets.chat_log import ChatLog
 from ..widgets.header import MemchatHeader
 from ..widgets.memory_panel import MemoryPanel
 
+#: Keys that scroll the conversation from anywhere on the chat screen (the
+#: message box forwards them too: see ChatInput).
+SCROLL_BINDINGS: list[BindingType] = [
+    Binding("pageup", "screen.scroll_chat('page_up')", "Scroll", key_display="PgUp/PgDn",
+            tooltip="Scroll the conversation a page (ctrl+Home/ctrl+End: its top and end)"),
+    Binding("pagedown", "screen.scroll_chat('page_down')", "Page down", show=False),
+    Binding("ctrl+home", "screen.scroll_chat('home')", "Top of the conversation", show=False),
+    Binding("ctrl+end", "screen.scroll_chat('end')", "End of the conversation", show=False),
+]  # fmt: skip
+
 
 class ChatScreen(Screen):
     AUTO_FOCUS = "#chat-input"
+    BINDINGS: ClassVar[list[BindingType]] = SCROLL_BINDINGS
 
     def __init__(
         self, *, model: str, backend: str, user: str, streaming: bool, cursor_blink: bool = True
@@ -55,6 +69,13 @@ class ChatScreen(Screen):
     @property
     def memory_panel(self) -> MemoryPanel:
         return self.query_one(MemoryPanel)
+
+    def action_scroll_chat(self, where: str) -> None:
+        """PgUp/PgDn, ctrl+Home/ctrl+End: move through the conversation (scrolling
+        up stops following new text; the end follows it again)."""
+        chat_log = self.chat_log
+        {"page_up": chat_log.action_page_up, "page_down": chat_log.action_page_down,
+         "home": chat_log.action_scroll_home, "end": chat_log.action_scroll_end}[where]()  # fmt: skip
 
     def on_text_area_changed(self, event: TextArea.Changed) -> None:
         """Slash-command hints under the conversation while a command is typed."""

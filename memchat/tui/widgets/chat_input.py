@@ -10,7 +10,7 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import TextArea
 
-from memchat.agent.commands import COMMANDS
+from memchat.agent.commands import COMMANDS, EXTRA_COMMANDS
 
 #: What each slash command does in the TUI (same commands as the console;
 #: /memory opens the side panel here instead of asking the model).
@@ -20,10 +20,11 @@ COMMAND_HELP = {
     "/stream": "Toggle streaming",
     "/sessions": "Saved sessions",
     "/export": "Save this conversation (md, json or a file)",
+    "/forget": "Forget a memory: /forget TEXT (asks first)",
     "/help": "Show commands and keys",
     "/exit": "Quit",
 }
-assert set(COMMAND_HELP) == set(COMMANDS)
+assert set(COMMAND_HELP) == set(COMMANDS) | set(EXTRA_COMMANDS)
 
 #: Keys that insert a new line instead of sending.
 NEWLINE_KEYS = ("ctrl+j", "shift+enter", "alt+enter", "ctrl+enter")
@@ -32,6 +33,11 @@ NEWLINE_KEYS = ("ctrl+j", "shift+enter", "alt+enter", "ctrl+enter")
 class ChatInput(TextArea):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("tab", "complete", "Complete", show=False),
+        # Page keys scroll the conversation, not this box (it is a few lines at most).
+        Binding("pageup", "screen.scroll_chat('page_up')", "Scroll", key_display="PgUp/PgDn"),
+        Binding("pagedown", "screen.scroll_chat('page_down')", "Page down", show=False),
+        Binding("ctrl+home", "screen.scroll_chat('home')", "Top of the conversation", show=False),
+        Binding("ctrl+end", "screen.scroll_chat('end')", "End of the conversation", show=False),
     ]
 
     class Submitted(Message):
@@ -126,7 +132,7 @@ def complete_command(text: str) -> str:
     if not text.startswith("/") or any(c.isspace() for c in text):
         return ""
     typed = text.lower()
-    for name in COMMANDS:
+    for name in COMMAND_HELP:
         if name.startswith(typed) and name != typed:
             return name[len(typed) :]
     return ""
@@ -137,4 +143,4 @@ def matching_commands(text: str) -> list[tuple[str, str]]:
     if not text.startswith("/") or any(c.isspace() for c in text.strip()):
         return []
     typed = text.strip().lower()
-    return [(name, COMMAND_HELP[name]) for name in COMMANDS if name.startswith(typed)]
+    return [(name, what) for name, what in COMMAND_HELP.items() if name.startswith(typed)]

@@ -20,7 +20,7 @@ class MemchatHeader(Widget):
     session: reactive[str] = reactive("")
     streaming: reactive[bool] = reactive(True)
     user: reactive[str] = reactive("")
-    #: connecting | embedding N% | ready | thinking | down | saving
+    #: connecting | embedding N% | ready | thinking | down | not installed | saving
     status: reactive[str] = reactive("connecting")
     #: Auto mode: memories are extracted in the background.
     auto: reactive[bool] = reactive(False)
@@ -32,6 +32,7 @@ class MemchatHeader(Widget):
         "ready": ("● ready", "$success"),
         "thinking": ("● answering", "$accent"),
         "down": ("● backend down", "$error"),
+        "not installed": ("● driver not installed", "$error"),
         "saving": ("◌ saving memories…", "$warning"),
     }
 

@@ -13,16 +13,17 @@ from textual.containers import Vertical
 from textual.content import Content
 from textual.widgets import Static
 
-from memchat.agent.events import ExtractionFinished, TurnStats
-from memchat.agent.llm import ToolCall
 from memchat.safe_text import one_line, printable
 
 from ..format import stats_line
 from .tool_panel import ToolCallPanel
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the agent's modules load after the first frame
     from textual.widgets import Markdown
     from textual.widgets.markdown import MarkdownStream
+
+    from memchat.agent.events import ExtractionFinished, TurnStats
+    from memchat.agent.llm import ToolCall
 
 
 class ChatMessage:
@@ -122,9 +123,40 @@ def extraction_content(event: ExtractionFinished) -> Content:
     return Content("\n").join(lines)
 
 
+#: A streamed answer is shown as Markdown widgets of about this many characters,
+#: cut at a blank line outside code blocks: a new token then re-lays out only the
+#: last one (one widget for a 10k-token answer made each frame take 200-400 ms).
+BLOCK_CHARS = 400
+
+
+def block_cut(shown: str, text: str, size: int = BLOCK_CHARS) -> int:
+    """Where to start a new Markdown block in ``text``, which follows ``shown`` in
+    the current block: just after the first blank line outside a fenced code
+    block once the block holds ``size`` characters; 0 when there is none yet."""
+    cut = text.find("\n\n", max(0, size - len(shown) - 1))
+    while cut >= 0:
+        head = shown + text[: cut + 2]
+        fences = sum(1 for line in head.splitlines() if line.lstrip(" ").startswith(("```", "~~~")))
+        if fences % 2 == 0:
+            return cut + 2
+        cut = text.find("\n\n", cut + 1)
+    return 0
+
+
+class SealedMarkdown(Static):
+    """A finished block of a long answer, as one widget (Rich draws the Markdown)."""
+
+    def __init__(self, text: str) -> None:
+        from rich.markdown import Markdown as RichMarkdown
+
+        super().__init__(RichMarkdown(text, code_theme="monokai", hyperlinks=False), classes="answer sealed")
+        self.text = text
+
+
 class AssistantMessage(ChatMessage, Vertical):
     """One turn's answer: Markdown parts (streamed with MarkdownStream) with
-    tool panels between them, errors, and the stats line under it."""
+    tool panels between them, errors, and the stats line under it. A long part
+    is shown as several Markdown blocks (see BLOCK_CHARS)."""
 
     can_focus = True
 
@@ -137,6 +169,7 @@ class AssistantMessage(ChatMessage, Vertical):
         self.finished = False
         self._markdown: Markdown | None = None
         self._stream: MarkdownStream | None = None
+        self._block = ""  # the text of the Markdown block being streamed
 
     def compose(self):
         yield Static(Content.styled("thinking…", "italic"), classes="pending")
@@ -148,14 +181,39 @@ class AssistantMessage(ChatMessage, Vertical):
     async def append_text(self, text: str) -> None:
         text = printable(text)  # the model may quote memories holding escape sequences
         if self._stream is None:
-            from textual.widgets import Markdown  # markdown-it loads with the first answer
-
             await self._clear_pending()
-            self._markdown = Markdown(classes="answer")
-            await self.mount(self._markdown)
-            self._stream = Markdown.get_stream(self._markdown)
+            await self._new_block()
             self.parts.append("")
         self.parts[-1] += text
+        while text and (cut := block_cut(self._block, text)):
+            await self._write(text[:cut])
+            await self._seal_block()
+            await self._new_block()
+            text = text[cut:]
+        if text:
+            await self._write(text)
+
+    async def _new_block(self) -> None:
+        from textual.widgets import Markdown  # markdown-it loads with the first answer
+
+        self._markdown = Markdown(classes="answer")
+        await self.mount(self._markdown)
+        self._stream = Markdown.get_stream(self._markdown)
+        self._block = ""
+
+    async def _seal_block(self) -> None:
+        """The block is complete: one widget drawing its Markdown replaces the
+        tree of widgets (one per paragraph, list item, code block) that streaming
+        needs, so laying out the screen no longer walks through them."""
+        assert self._stream is not None and self._markdown is not None
+        await self._stream.stop()
+        sealed = SealedMarkdown(self._block)
+        await self.mount(sealed, before=self._markdown)
+        await self._markdown.remove()
+
+    async def _write(self, text: str) -> None:
+        assert self._stream is not None
+        self._block += text
         await self._stream.write(text)
 
     async def _end_text(self) -> None:
@@ -164,10 +222,10 @@ class AssistantMessage(ChatMessage, Vertical):
             self._stream = None
             self._markdown = None
 
-    async def add_tool_calls(self, calls: tuple[ToolCall, ...]) -> None:
+    async def add_tool_calls(self, calls: tuple[ToolCall, ...], *, expanded: bool = False) -> None:
         await self._end_text()
         await self._clear_pending()
-        panels = [ToolCallPanel(call) for call in calls]
+        panels = [ToolCallPanel(call, expanded=expanded) for call in calls]
         for panel in panels:
             self.panels[panel.call.id] = panel
         await self.mount_all(panels)
