@@ -280,7 +280,10 @@ async def bench(name: str, size: int, samples: int, tmp: Path, args: argparse.Na
         if text != root:
             embedder.alias[text] = root
     try:
-        store = create(name, **options_for(name, tmp))
+        options = options_for(name, tmp)
+        if size > args.add_up_to:  # a section of 500 memories may take longer than a call's 10 s
+            options["timeout"] = 120.0
+        store = create(name, **options)
         svc = MemoryService(store, limit=0, embedder=embedder)
         await svc.open()
     except Exception as exc:
