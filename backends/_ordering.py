@@ -12,3 +12,12 @@ def newest_first(entries: Iterable[Entry]) -> list[Entry]:
     ordered = sorted(entries, key=lambda e: e.id)
     ordered.sort(key=lambda e: (e.updated_at, e.created_at), reverse=True)
     return ordered
+
+
+def newest(entries: Iterable[Entry], limit: int) -> list[Entry]:
+    """The ``limit`` first of :func:`newest_first` (one pass, no full sort)."""
+    import heapq
+
+    return heapq.nsmallest(
+        limit, entries, key=lambda e: (-e.updated_at.timestamp(), -e.created_at.timestamp(), e.id)
+    )

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from memchat.engine.search.candidates import KeywordPlanner
 
 from ._keyword_index import UserKeywordIndex
-from ._ordering import newest_first
+from ._ordering import newest, newest_first
 from ._vectors import MatrixCache, UserMatrix, check_query, encode_vector
 from .base import DEFAULT_VECTOR_DIMENSION, Capabilities, bounded_lock, resolve_timeout
 
@@ -153,8 +153,7 @@ class InMemoryStore:
 
     async def list(self, key: UserKey, *, limit: int = 0, include_deleted: bool = False) -> list[Entry]:
         entries = [e for e in self._users.get(key, {}).values() if include_deleted or not e.is_deleted]
-        entries = newest_first(entries)
-        return entries[:limit] if limit > 0 else entries
+        return newest(entries, limit) if limit > 0 else newest_first(entries)
 
     async def count(self, key: UserKey, *, include_deleted: bool = False) -> int:
         if not include_deleted:
