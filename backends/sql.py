@@ -180,14 +180,16 @@ class _SQLTransaction:
         #: What the section did to the user's vectors, for the cached matrix.
         self._upserts: dict[str, np.ndarray] = {}
         self._removals: set[str] = set()
-        self._vectors_unknown = False
+        #: The cached matrix cannot be brought along (a write whose versions were not
+        #: read, or a restore of a vector not in hand): it is dropped after the commit.
+        self._matrix_unknowable = False
         #: Rows as this section knows them (read, or written by it): a put needs the
         #: entry it replaces, which the section has usually just read.
         self._known: dict[str, Entry | None] = {}
 
     def _wrote(self, versions: tuple[tuple[int, int], tuple[int, int]] | None) -> None:
         if versions is None:  # no cached matrix to bring along: the versions were not read
-            self._vectors_unknown = True
+            self._matrix_unknowable = True
             return
         if self._before is None:
             self._before = versions[0]
@@ -198,7 +200,7 @@ class _SQLTransaction:
         store, key = self._store, self._key
         if self._before is None or self._after is None:
             return
-        if self._vectors_unknown:
+        if self._matrix_unknowable:
             store._matrices.drop(key)
             return
         store._matrices.advance(
@@ -239,7 +241,7 @@ class _SQLTransaction:
             self._upserts[entry.id] = np.asarray(vector, dtype=np.float32).reshape(-1)
             self._removals.discard(entry.id)
         elif old is not None and old.is_deleted:
-            self._vectors_unknown = True  # a restore brings back a stored vector not in hand
+            self._matrix_unknowable = True  # a restore brings back a stored vector not in hand
 
     async def remove(self, memory_id: str) -> None:
         store = self._store
