@@ -619,6 +619,10 @@ def count_memories(
     typer.echo(str(_run(settings, lambda svc, key: svc.count(key))))
 
 
+# `memchat memory export | import | migrate` (registered on memory_app when imported).
+from . import cli_portability  # noqa: E402, F401
+
+
 def _tolerate_unencodable_output() -> None:
     """A terminal whose encoding cannot show a character gets "?" instead of a traceback."""
     for stream in (sys.stdout, sys.stderr):

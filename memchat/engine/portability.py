@@ -42,6 +42,7 @@ writes to it.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import inspect
 import json
@@ -243,6 +244,15 @@ class ExportSummary:
     checksum: str = ""
 
 
+def _adopt_recorded_dimension(store: Any, recorded: str | None) -> None:
+    """Read vectors in the dimension their embedder made them: a store that takes any
+    dimension was given the current embedder's, which may be another model's."""
+    if not recorded or getattr(store, "fixed_dimension", True):
+        return
+    with contextlib.suppress(ValueError, KeyError, TypeError):
+        store.dimension = int(json.loads(recorded)["dimension"])
+
+
 async def _user_entries(store: Store, key: UserKey) -> list[Entry]:
     """Every entry of the user, tombstones included, by ID (the file's order)."""
     return sorted(await store.list(key, include_deleted=True), key=lambda e: e.id)
@@ -259,6 +269,7 @@ async def export_lines(
     user's memories, or those of ``users``. Reads only."""
     summary = summary if summary is not None else ExportSummary()
     embedder = await store.read_meta(META_EMBEDDER) if with_vectors else None  # type: ignore[attr-defined]
+    _adopt_recorded_dimension(store, embedder)
     yield _dump({"format": FORMAT, "version": VERSION, "embedder": embedder})
     checksum = _Checksum()
     keys = sorted(set(users), key=lambda k: (k.app, k.user)) if users is not None else await store.users()
@@ -528,6 +539,7 @@ async def migrate(
     await source.open()
     read_meta = getattr(source, "read_meta", None)
     source_embedder = await read_meta(META_EMBEDDER) if read_meta is not None else None
+    _adopt_recorded_dimension(source, source_embedder)
     report = MigrationReport()
     writer = _Writer(target, source_embedder, report.copy)
     await writer.start()
