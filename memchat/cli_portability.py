@@ -238,9 +238,18 @@ def migrate_memories(
         report = asyncio.run(main())
     except MemchatError as exc:
         bar.finish()
-        _fail(str(exc))
+        _fail(
+            f"{exc}; the source is unchanged, and the same command continues where this one "
+            "stopped (memories already copied are skipped)"
+        )
     seconds = time.perf_counter() - started
     bar.finish()
+    if report.source_count == 0:
+        _fail(
+            f"the source {printable(source_store.describe())} holds no memories, so nothing was copied: "
+            "check --from and --from-dsn (or its variable)",
+            code=1,
+        )
     copy = report.copy
     if report.vectors_copied:
         how = "vectors copied"
@@ -303,6 +312,8 @@ class MigrationBar:
         self._open = False
 
     def __call__(self, state: Any) -> None:
+        if state.total <= 0:
+            return  # nothing to copy: the summary says so
         percent = state.percent
         step = percent if self.live else percent // 10 * 10
         if step == self._last:

@@ -129,6 +129,11 @@ def test_migrate_between_two_files_verifies_and_refuses_the_same_store(keywords_
     assert "Migrated 3 memories of 2 users" in result.stdout
     assert "Verified: the target holds all 3, checksum sha256:" in result.stdout
     assert "Migrating sqlite → sqlite [" in result.stderr and "100% 3/3 memories" in result.stderr
+    empty = run(
+        "memory", "migrate", "--from", "sqlite", "--from-dsn", f"sqlite:///{tmp_path / 'empty.db'}",
+        "--to", "sqlite", "--to-dsn", other,
+    )  # fmt: skip
+    assert "holds no memories, so nothing was copied" in one_error_line(empty, code=1)
     same = run("memory", "migrate", "--from", "sqlite", "--to", "sqlite")
     assert "the source and the target are the same store" in one_error_line(same)
     assert "unknown memory backend 'nosuch'" in one_error_line(

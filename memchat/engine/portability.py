@@ -41,6 +41,7 @@ writes to it.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import hashlib
@@ -52,7 +53,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from . import validation
-from .model import Entry, InvalidMemoryError, MemchatError, Memory, UserKey, utc
+from .model import BackendError, Entry, InvalidMemoryError, MemchatError, Memory, UserKey, utc
 from .vectors import META_EMBEDDER
 
 if TYPE_CHECKING:
@@ -78,8 +79,12 @@ __all__ = [
 FORMAT: Final = "memchat-memories"
 VERSION: Final = 1
 #: Entries written per atomic section (one user's): big enough that 100k memories
-#: take minutes, small enough that a section never holds a user's lock for long.
-BATCH: Final = 500
+#: take minutes, small enough that a section stays well inside the store's
+#: timeout (10 s) on a loaded server and never holds a user's lock for long.
+BATCH: Final = 200
+#: Tries of one batch's section before a BackendError ends the import or migration.
+WRITE_ATTEMPTS: Final = 3
+RETRY_PAUSE_S: Final = 1.0
 #: Texts embedded per call.
 EMBED_BATCH: Final = 64
 
@@ -379,11 +384,24 @@ class _Writer:
                 chunk = to_embed[start : start + EMBED_BATCH]
                 made = await self.service.embed_texts([e.memory.text for e in chunk])
                 vectors.update((e.id, v) for e, v in zip(chunk, made, strict=True))
-        outcome = await self.store.atomic(key, self._section(items, vectors))
+        outcome = await self._atomic(key, self._section(items, vectors))
         for name, count in outcome["counts"].items():
             setattr(self.report, name, getattr(self.report, name) + count)
         self.report.unembedded += outcome["unembedded"]
         stored.update(outcome["written"])
+
+    async def _atomic(self, key: UserKey, work: Callable[[Transaction], Any]) -> dict[str, Any]:
+        """The section, run again after a lost connection or a timeout (a long
+        migration outlives a server restart): it is all-or-nothing and decides
+        every entry on what it reads, so running it twice writes it once."""
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
+            try:
+                return await self.store.atomic(key, work)
+            except BackendError:
+                if attempt == WRITE_ATTEMPTS:
+                    raise
+                await asyncio.sleep(RETRY_PAUSE_S * attempt)
+        raise AssertionError("unreachable")
 
     def _section(
         self, items: Sequence[tuple[Entry, list[float] | None]], vectors: dict[str, list[float]]
