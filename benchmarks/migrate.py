@@ -204,6 +204,11 @@ async def cleanup(name: str, tag: str) -> None:
             conn.execute("DELETE FROM memchat_meta WHERE name LIKE %s", (f"memchat_bench_{tag}%",))
 
 
+def show(row: tuple[str, float, str], count: int) -> None:
+    """A row as soon as it is measured (stderr), so a long run shows its figures early."""
+    print(f"  done: {row[0]}: {row[1]:.1f} s, {count / row[1]:,.0f}/s, {row[2]}", file=sys.stderr, flush=True)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--count", type=int, default=100_000)
@@ -231,6 +236,7 @@ async def main() -> None:
             seconds = time.perf_counter() - started
             assert report.added == args.count and not report.errors, report
             rows.append(("import file → sqlite", seconds, f"{report.added:,} added"))
+            show(rows[-1], args.count)
 
             started = time.perf_counter()
             exported = Path(folder) / "again.jsonl"
@@ -247,6 +253,7 @@ async def main() -> None:
                 again = await import_lines(source, f)
             note = f"{again.added} added, {again.updated} updated, {again.skipped:,} skipped"
             rows.append(("import the same file again", time.perf_counter() - again_started, note))
+            show(rows[-1], args.count)
 
         for name in [t for t in args.targets.split(",") if t]:
             tag = uuid.uuid4().hex[:10]
@@ -258,6 +265,10 @@ async def main() -> None:
                     result = await migrate(reader, target, progress=Progress(f"sqlite → {name}"))
                 seconds = time.perf_counter() - started
                 await reader.close()
+            except Exception as exc:  # a server gone away: the table says so, the other targets still run
+                rows.append((f"migrate sqlite → {name}", time.perf_counter() - started, f"FAILED: {exc}"))
+                show(rows[-1], args.count)
+            else:
                 same_sum = result.source_checksum == result.target_checksum
                 note = (
                     f"verified {result.verified} ({result.target_count:,}/{result.source_count:,}, "
@@ -265,6 +276,7 @@ async def main() -> None:
                     f"vectors copied {result.vectors_copied}"
                 )
                 rows.append((f"migrate sqlite → {name}", seconds, note))
+                show(rows[-1], args.count)
             finally:
                 await cleanup(name, tag)
 

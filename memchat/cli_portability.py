@@ -181,10 +181,12 @@ def import_memories(
 def migrate_memories(
     ctx: typer.Context,
     source: Annotated[
-        str, typer.Option("--from", help="The backend to copy from (read only).", callback=_utf8("--from"))
+        str, typer.Option(
+            "--from", help="The backend to copy from, read only (a --memory name).", callback=_utf8("--from")
+        )
     ],
     target: Annotated[
-        str, typer.Option("--to", help="The backend to copy into.", callback=_utf8("--to"))
+        str, typer.Option("--to", help="The backend to copy into (a --memory name).", callback=_utf8("--to"))
     ],
     from_dsn: Annotated[
         str | None,

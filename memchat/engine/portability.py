@@ -82,8 +82,9 @@ VERSION: Final = 1
 #: take minutes, small enough that a section stays well inside the store's
 #: timeout (10 s) on a loaded server and never holds a user's lock for long.
 BATCH: Final = 200
-#: Tries of one batch's section before a BackendError ends the import or migration.
-WRITE_ATTEMPTS: Final = 3
+#: Tries of one section (each after the last failed, on half as many entries)
+#: before a BackendError ends the import or migration.
+WRITE_ATTEMPTS: Final = 4
 RETRY_PAUSE_S: Final = 1.0
 #: Texts embedded per call.
 EMBED_BATCH: Final = 64
@@ -270,9 +271,10 @@ async def export_lines(
     with_vectors: bool = False,
     summary: ExportSummary | None = None,
 ) -> AsyncIterator[str]:
-    """The export of ``store`` (opened), line by line without newlines: every
-    user's memories, or those of ``users``. Reads only."""
+    """The export of ``store``, line by line without newlines: every user's
+    memories, or those of ``users``. Opens the store if need be; reads only."""
     summary = summary if summary is not None else ExportSummary()
+    await store.open()
     embedder = await store.read_meta(META_EMBEDDER) if with_vectors else None  # type: ignore[attr-defined]
     _adopt_recorded_dimension(store, embedder)
     yield _dump({"format": FORMAT, "version": VERSION, "embedder": embedder})
@@ -333,6 +335,12 @@ def _decide(stored: Entry | None, incoming: Entry) -> str:
     return "updated" if _last_change(incoming) > _last_change(stored) else "kept"
 
 
+def _merged(first: dict[str, Any], rest: dict[str, Any]) -> dict[str, Any]:
+    counts = {name: first["counts"][name] + rest["counts"][name] for name in first["counts"]}
+    written = {**first["written"], **rest["written"]}
+    return {"counts": counts, "written": written, "unembedded": first["unembedded"] + rest["unembedded"]}
+
+
 class _Writer:
     """Writes entries verbatim into the target service's store, a batch of one
     user's entries per atomic section, and counts what it did."""
@@ -343,6 +351,8 @@ class _Writer:
         self.target_embedder: str | None = None
         #: What the target holds, per user (read once, kept up to date by our writes).
         self._stored: dict[UserKey, dict[str, Entry]] = {}
+        #: Entries per atomic section: BATCH, halved after each failed section.
+        self.section_size = BATCH
 
     async def start(self) -> None:
         await self.service.open()
@@ -384,23 +394,36 @@ class _Writer:
                 chunk = to_embed[start : start + EMBED_BATCH]
                 made = await self.service.embed_texts([e.memory.text for e in chunk])
                 vectors.update((e.id, v) for e, v in zip(chunk, made, strict=True))
-        outcome = await self._atomic(key, self._section(items, vectors))
-        for name, count in outcome["counts"].items():
-            setattr(self.report, name, getattr(self.report, name) + count)
-        self.report.unembedded += outcome["unembedded"]
-        stored.update(outcome["written"])
+        done = 0
+        while done < len(items):
+            chunk = items[done : done + self.section_size]
+            outcome = await self._atomic(key, chunk, vectors)
+            for name, count in outcome["counts"].items():
+                setattr(self.report, name, getattr(self.report, name) + count)
+            self.report.unembedded += outcome["unembedded"]
+            stored.update(outcome["written"])
+            done += len(chunk)
 
-    async def _atomic(self, key: UserKey, work: Callable[[Transaction], Any]) -> dict[str, Any]:
-        """The section, run again after a lost connection or a timeout (a long
-        migration outlives a server restart): it is all-or-nothing and decides
-        every entry on what it reads, so running it twice writes it once."""
+    async def _atomic(
+        self, key: UserKey, items: Sequence[tuple[Entry, list[float] | None]], vectors: dict[str, list[float]]
+    ) -> dict[str, Any]:
+        """One section, run again after a lost connection or a timeout (a long
+        migration outlives a server restart or a busy spell): it is all-or-nothing
+        and decides every entry on what it reads, so running it twice writes once.
+        After a failure the sections get smaller (for good): on a loaded server a
+        smaller one fits the store's timeout."""
         for attempt in range(1, WRITE_ATTEMPTS + 1):
             try:
-                return await self.store.atomic(key, work)
+                return await self.store.atomic(key, self._section(items, vectors))
             except BackendError:
                 if attempt == WRITE_ATTEMPTS:
                     raise
+                self.section_size = max(1, self.section_size // 2)
                 await asyncio.sleep(RETRY_PAUSE_S * attempt)
+                if len(items) > self.section_size:
+                    first = await self._atomic(key, items[: self.section_size], vectors)
+                    rest = await self._atomic(key, items[self.section_size :], vectors)
+                    return _merged(first, rest)
         raise AssertionError("unreachable")
 
     def _section(
