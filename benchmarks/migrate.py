@@ -248,6 +248,7 @@ async def main() -> None:
             rows.append(
                 ("export sqlite → file (with vectors)", seconds, f"same records as the input: {same}")
             )
+            show(rows[-1], args.count)
             again_started = time.perf_counter()
             with path.open(encoding="utf-8") as f:
                 again = await import_lines(source, f)
