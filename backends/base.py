@@ -102,6 +102,14 @@ class Store(Protocol):
         """Tombstone every active entry (``deleted_at`` given) or delete every
         entry of the user for good (``None``). Returns how many were affected."""
 
+    async def users(self) -> list[UserKey]:
+        """Every (app, user) with at least one entry (tombstones count), sorted by
+        (app, user): what export and migration walk through."""
+
+    async def vectors(self, key: UserKey, ids: Sequence[str]) -> dict[str, list[float]]:
+        """The stored embeddings of those of ``ids`` that have one (tombstones
+        included), so a copy made with the same embedder need not embed again."""
+
     async def keyword_candidates(self, key: UserKey, query: str) -> list[Entry]:
         """Active entries that keyword search should score. The engine computes
         IDF over this set, so this returns them all; a store with

@@ -762,6 +762,37 @@ class ChromaStore:
                 "(another writer on this collection, or a server fault): run the operation again"
             )
 
+    # -- export and migration (memchat.engine.portability) -------------------
+
+    async def users(self) -> list[UserKey]:
+        records = await self._records(None, ["metadatas"])  # type: ignore[arg-type]
+        found = {
+            UserKey(str(meta["app_name"]), str(meta["user_id"]))
+            for _, _, meta in records
+            if meta and "app_name" in meta and "user_id" in meta
+        }
+        return sorted(found, key=lambda k: (k.app, k.user))
+
+    async def vectors(self, key: UserKey, ids: Sequence[str]) -> dict[str, list[float]]:
+        if not ids:
+            return {}
+        collection = await self._ready()
+        by_record = {self.record_id(key, mid): mid for mid in ids}
+
+        def fetch() -> dict[str, list[float]]:
+            found: dict[str, list[float]] = {}
+            for batch in _chunks(list(by_record), PAGE_SIZE):
+                page = collection.get(ids=list(batch), include=["embeddings", "metadatas"])
+                embeddings = page.get("embeddings")
+                if embeddings is None:
+                    embeddings = [None] * len(page["ids"])
+                for rid, vector, meta in zip(page["ids"], embeddings, page["metadatas"], strict=True):
+                    if vector is not None and meta and meta.get("has_embedding"):
+                        found[by_record[rid]] = [float(x) for x in vector]
+            return found
+
+        return await self._call("reading the vectors", fetch)
+
     # -- embedder bookkeeping (memchat.engine.vectors) ------------------------
 
     def _without_vector(self) -> dict[str, Any]:

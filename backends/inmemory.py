@@ -203,6 +203,13 @@ class InMemoryStore:
             self._matrices.put(key, signature, matrix)
         return [rows[mid].with_score(score) for mid, score in matrix.nearest(query, k) if mid in rows]
 
+    async def users(self) -> list[UserKey]:
+        return sorted((k for k, rows in self._users.items() if rows), key=lambda k: (k.app, k.user))
+
+    async def vectors(self, key: UserKey, ids: Sequence[str]) -> dict[str, list[float]]:
+        stored = self._vectors.get(key, {})
+        return {mid: stored[mid].tolist() for mid in ids if mid in stored}
+
     async def entries_missing_vectors(self, limit: int) -> list[Entry]:
         """Entries of any user, tombstones included, that have no vector (at
         most ``limit``; ``<= 0``: all), by (app, user, id)."""

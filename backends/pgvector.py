@@ -235,6 +235,10 @@ class PgVectorStore(PostgresStore):
         """The ``vector(D)`` column's value (the HNSW index reads it)."""
         return self._check_vector(vector)
 
+    def _decode_vector(self, stored: Any) -> list[float] | None:
+        """The ``vector(D)`` column arrives as floats (``Vector.result_processor``)."""
+        return None if stored is None or len(stored) != self.dimension else list(stored)
+
     async def vector_candidates(self, key: UserKey, vector: Sequence[float], k: int) -> list[Entry]:
         """Up to ``k`` of the user's active memories nearest to ``vector``,
         best first, ``score`` = 1 − cosine distance (not clamped)."""

@@ -152,6 +152,16 @@ def _keys_of_base(base: str) -> UserKeys:
     return UserKeys(active=base, deleted=base + ":deleted", vectors=base + ":vec", version=base + ":version")
 
 
+def _user_of_base(base: str) -> UserKey:
+    """The (app, user) a base key ``…mem:{<app>:<user>}`` names (``escape_key_part``
+    reversed: the escaped parts hold no raw ``:``, ``{`` or ``}``)."""
+    from urllib.parse import unquote
+
+    inner = base[base.rindex("{") + 1 : -1]
+    app, _, user = inner.partition(":")
+    return UserKey(unquote(app, errors="surrogatepass"), unquote(user, errors="surrogatepass"))
+
+
 def glob_escape(text: str) -> str:
     """``text`` as a literal in a KEYS/SCAN pattern."""
     return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)
@@ -836,6 +846,34 @@ class RedisStore:
             ]
 
         return await self._run("searching", fetch)
+
+    # -- export and migration (memchat.engine.portability) -------------------
+
+    async def users(self) -> list[UserKey]:
+        async def fetch(client: aioredis.Redis) -> list[UserKey]:
+            return [_user_of_base(base) for base in await self._user_bases(client)]
+
+        found = await self._run("reading the users", fetch)
+        return sorted(found, key=lambda k: (k.app, k.user))
+
+    async def vectors(self, key: UserKey, ids: Sequence[str]) -> dict[str, list[float]]:
+        if not ids:
+            return {}
+        keys = self.keys_for(key)
+        wanted = list(ids)
+
+        async def fetch(client: aioredis.Redis) -> dict[str, list[float]]:
+            import numpy as np
+
+            blobs = await client.execute_command("HMGET", keys.vectors, *wanted, NEVER_DECODE=True)
+            width = self.dimension * 4
+            return {
+                mid: np.frombuffer(blob, dtype="<f4").astype(float).tolist()
+                for mid, blob in zip(wanted, blobs or [], strict=False)
+                if blob is not None and len(blob) == width
+            }
+
+        return await self._run("reading the vectors", fetch)
 
     # -- embedder bookkeeping (memchat.engine.vectors) ------------------------
 

@@ -771,6 +771,42 @@ class SQLStore:
                 found[row.memory_id] = self._entry(row)
         return [found[i].with_score(scores[i]) for i in ids if i in found]
 
+    # -- export and migration (memchat.engine.portability) -------------------
+
+    async def users(self) -> list[UserKey]:
+        t = self.table
+        stmt = sa.select(t.c.app_name, t.c.user_id).distinct().order_by(t.c.app_name, t.c.user_id)
+
+        async def fetch(conn: AsyncConnection) -> list[UserKey]:
+            return [UserKey(app, user) for app, user in (await conn.execute(stmt)).all()]
+
+        return await self._read("reading the users", fetch)
+
+    async def vectors(self, key: UserKey, ids: Sequence[str]) -> dict[str, list[float]]:
+        """The embeddings of ``ids`` (those that have one), in batches of 500."""
+        t = self.table
+
+        async def fetch(conn: AsyncConnection) -> dict[str, list[float]]:
+            found: dict[str, list[float]] = {}
+            for start in range(0, len(ids), 500):
+                batch = list(ids[start : start + 500])
+                stmt = sa.select(t.c.memory_id, t.c.embedding).where(
+                    self._scope(key), t.c.memory_id.in_(batch), t.c.embedding.is_not(None)
+                )
+                for memory_id, stored in (await conn.execute(stmt)).all():
+                    vector = self._decode_vector(stored)
+                    if vector is not None:
+                        found[memory_id] = vector
+            return found
+
+        return await self._read("reading the vectors", fetch) if ids else {}
+
+    def _decode_vector(self, stored: Any) -> list[float] | None:
+        """An ``embedding`` value as floats (float32 bytes here), or None if unusable."""
+        if stored is None or len(stored) != self.dimension * 4:
+            return None
+        return np.frombuffer(bytes(stored), dtype="<f4").astype(float).tolist()
+
     # -- embedder bookkeeping (memchat.engine.vectors) ------------------------
 
     def _missing_vector(self) -> sa.ColumnElement[bool]:

@@ -31,7 +31,7 @@ from datetime import datetime
 from types import SimpleNamespace
 from typing import Any, TypeVar
 
-import numpy  # noqa: F401  (imported now so a missing extra names its pip install)
+import numpy  # imported now so a missing extra names its pip install
 import sqlalchemy as sa
 import sqlite_vec  # noqa: F401
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
@@ -317,6 +317,26 @@ class SQLiteVecStore(SQLiteStore):
             return [found[i].with_score(1.0 - distance[i]) for i in ids if i in found]
 
         return await self._read("searching", fetch)
+
+    async def vectors(self, key: UserKey, ids: Sequence[str]) -> dict[str, list[float]]:
+        """The embeddings of ``ids`` that the vec0 index holds."""
+        keys = {self._vec_key(key, mid): mid for mid in ids}
+        vec = self._vec_name
+
+        async def fetch(conn: AsyncConnection) -> dict[str, list[float]]:
+            found: dict[str, list[float]] = {}
+            wanted = list(keys)
+            for start in range(0, len(wanted), 500):
+                batch = wanted[start : start + 500]
+                marks = ", ".join("?" * len(batch))
+                rows = await conn.exec_driver_sql(
+                    f'SELECT key, embedding FROM "{vec}" WHERE key IN ({marks})', tuple(batch)
+                )
+                for vec_key, blob in rows.all():
+                    found[keys[vec_key]] = numpy.frombuffer(bytes(blob), dtype="<f4").astype(float).tolist()
+            return found
+
+        return await self._read("reading the vectors", fetch) if ids else {}
 
     # -- embedder bookkeeping ----------------------------------------------
 

@@ -753,6 +753,9 @@ from .mcp.commands import mcp_app  # noqa: E402
 
 app.add_typer(mcp_app, name="mcp")
 
+# `memchat memory export | import | migrate` (registered on memory_app when imported).
+from . import cli_portability  # noqa: E402, F401
+
 
 def _tolerate_unencodable_output() -> None:
     """A terminal whose encoding cannot show a character gets "?" instead of a traceback."""

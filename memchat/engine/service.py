@@ -266,6 +266,11 @@ class MemoryService:
                 )
         return vectors
 
+    async def embed_texts(self, texts: Sequence[str]) -> list[list[float]]:
+        """Vectors for memory texts from this service's embedder, checked against
+        the store's dimension (import and migration embed in batches with it)."""
+        return await self._embed(texts)
+
     async def _vector_for(self, text: str) -> list[float] | None:
         """The embedding to store with ``text`` (None without an embedder or
         for a store without vectors). Computed before any atomic section, so a
