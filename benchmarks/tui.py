@@ -153,8 +153,14 @@ def _exited(pid: int) -> bool:
     return state in ("Z", "X")
 
 
-def _tmux_quit(command: list[str], cwd: Path, env: dict[str, str], ready: str, before: list[tuple[str, str]],
-               keys: list[str]) -> tuple[float, float] | None:
+def _tmux_quit(
+    command: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    ready: str,
+    before: list[tuple[str, str]],
+    keys: list[str],
+) -> tuple[float, float] | None:
     """Start ``command``, wait for ``ready`` on screen, type ``before`` (keys, then
     the text to wait for), then time from sending ``keys`` to the app's screen
     gone (its footer no longer drawn: the terminal is back) and to the process gone."""

@@ -55,12 +55,8 @@ def _backend_epilog() -> str:
         lines.append(f"  {backend}: {', '.join(names)}")
     lines.append("Model: OPENAI_API_KEY, OPENAI_BASE_URL, MEMCHAT_MODEL (or MODEL_NAME).")
     lines.append("Defaults: MEMCHAT_MEMORY, MEMCHAT_USER, MEMCHAT_APP, MEMCHAT_PRELOAD, MEMCHAT_STREAMING,")
-    lines.append(
-        "  MEMCHAT_SOFT_DELETE, MEMCHAT_MEMORY_LIMIT, MEMCHAT_TIMEOUT, MEMCHAT_HISTORY_TOKENS,"
-    )
-    lines.append(
-        "  MEMCHAT_CONFIG (a memchat.toml)."
-    )
+    lines.append("  MEMCHAT_SOFT_DELETE, MEMCHAT_MEMORY_LIMIT, MEMCHAT_TIMEOUT, MEMCHAT_HISTORY_TOKENS,")
+    lines.append("  MEMCHAT_CONFIG (a memchat.toml).")
     lines.append(
         "Search: MEMCHAT_SEARCH (hybrid, semantic, keyword), MEMCHAT_EMBEDDER (default, e5, minilm, "
         "openai, none = keywords only)."
@@ -105,14 +101,21 @@ BackendOpt = Annotated[
 UserOpt = Annotated[
     str | None,
     typer.Option(
-        "--user", "-u", help="User id (default: user).", show_default=False, callback=_utf8("--user"),
+        "--user",
+        "-u",
+        help="User id (default: user).",
+        show_default=False,
+        callback=_utf8("--user"),
         metavar="USER",
     ),
 ]
 AppOpt = Annotated[
     str | None,
     typer.Option(
-        "--app", help="App name (default: memory-chat).", show_default=False, callback=_utf8("--app"),
+        "--app",
+        help="App name (default: memory-chat).",
+        show_default=False,
+        callback=_utf8("--app"),
         metavar="NAME",
     ),
 ]
@@ -418,9 +421,7 @@ def ask(
     ] = None,
     verbose: Annotated[
         bool,
-        typer.Option(
-            "--verbose", "-v", help="Also show the banner and the memory tool calls (on stderr)."
-        ),
+        typer.Option("--verbose", "-v", help="Also show the banner and the memory tool calls (on stderr)."),
     ] = False,
     backend: BackendOpt = None,
     user: UserOpt = None,

@@ -181,9 +181,10 @@ def import_memories(
 def migrate_memories(
     ctx: typer.Context,
     source: Annotated[
-        str, typer.Option(
+        str,
+        typer.Option(
             "--from", help="The backend to copy from, read only (a --memory name).", callback=_utf8("--from")
-        )
+        ),
     ],
     target: Annotated[
         str, typer.Option("--to", help="The backend to copy into (a --memory name).", callback=_utf8("--to"))

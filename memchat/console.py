@@ -365,9 +365,7 @@ async def run_console(
         await close_runner(runner)
 
 
-async def ask(
-    settings, question: str, *, stdout: TextIO, stderr: TextIO, verbose: bool = False
-) -> int:
+async def ask(settings, question: str, *, stdout: TextIO, stderr: TextIO, verbose: bool = False) -> int:
     """One question, one answer (``memchat ask``): the same runner, memory and
     tools as the chat, but only the answer goes to ``stdout``. The text a model
     writes before calling tools, the tool traffic and the banner go to

@@ -45,7 +45,9 @@ def test_export_then_import_elsewhere_gives_the_same_file_and_a_second_import_ch
     header, *records, end = first.splitlines()
     assert json.loads(header)["format"] == "memchat-memories"
     assert {(r["user"], r["deleted_at"] is None) for r in map(json.loads, records)} == {
-        ("bob", True), ("user", True), ("user", False)
+        ("bob", True),
+        ("user", True),
+        ("user", False),
     }
     assert json.loads(end)["count"] == 3
     (tmp_path / "backup.jsonl").write_text(first, encoding="utf-8")

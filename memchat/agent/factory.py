@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 #: (``.done``, ``.total``, ``.percent``, ``.message()``).
 Progress = Callable[["EmbeddingProgress"], object]
 
+
 def create_model(settings: Settings) -> ChatModel:
     if settings.offline:
         from .offline import STREAM_TOKENS_PER_SECOND, OfflineModel

@@ -77,9 +77,7 @@ async def find_session(recorder: SessionRecorder, session_id: str) -> SessionInf
     raise SessionNotFoundError(given)
 
 
-async def resume(
-    runner: Runner, session_id: str, *, history_tokens: int = DEFAULT_HISTORY_TOKENS
-) -> Resumed:
+async def resume(runner: Runner, session_id: str, *, history_tokens: int = DEFAULT_HISTORY_TOKENS) -> Resumed:
     """Continue saved session ``session_id`` (or the only one ending with it)."""
     recorder = recorder_of(runner)
     if recorder is None:

@@ -58,7 +58,7 @@ async def _fill(svc: MemoryService) -> None:
     gone = await svc.add(ALICE, "Alice used to smoke")
     await svc.delete(ALICE, gone.id)  # a tombstone
     await svc.add(BOB, "张三喜欢 Go 语言编程", topics=["编程"])
-    await svc.add(CAROL, "Carol's line\nhas a newline and \"quotes\"")
+    await svc.add(CAROL, 'Carol\'s line\nhas a newline and "quotes"')
     only = await svc.add(GONE, "Nothing left here")
     await svc.delete(GONE, only.id)
 

@@ -42,7 +42,7 @@ def test_settings_read_the_tui_section(tmp_path: Path) -> None:
 
 async def test_theme_streaming_and_panels_are_remembered(tmp_path: Path) -> None:
     config = tmp_path / "memchat.toml"
-    config.write_text("# mine\n[memory]\nbackend = \"inmemory\"\n")
+    config.write_text('# mine\n[memory]\nbackend = "inmemory"\n')
     settings = dataclasses.replace(make_settings(), preferences_file=str(config))
     app = make_app(settings)
     async with app.run_test(size=SIZE) as pilot:

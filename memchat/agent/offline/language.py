@@ -22,9 +22,7 @@ def clean(fragment: str) -> str:
 def split_clauses(text: str) -> list[str]:
     """Sentences and "…, and I …" parts: "I'm vegetarian and I play the cello" is two.
     A Chinese part that continues without a subject ("…，也会打鼓") gets "我" back."""
-    parts = re.split(
-        r"[.!;\n。！；，,]+|\s+(?:and|but)\s+(?=(?:i|i'm|i've|my)\b)", text, flags=re.I
-    )
+    parts = re.split(r"[.!;\n。！；，,]+|\s+(?:and|but)\s+(?=(?:i|i'm|i've|my)\b)", text, flags=re.I)
     clauses: list[str] = []
     for part in (p.strip() for p in parts if p and p.strip()):
         if clauses and is_chinese(part) and re.match(r"^(?:也|还|并且|而且)", part) and "我" not in part[:1]:

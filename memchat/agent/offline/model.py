@@ -104,7 +104,9 @@ class OfflineModel:
             # Answered from the conversation the model was given, not from memory
             # (so a resumed session shows that its history reached the model).
             earlier = [str(m.get("content") or "") for m in messages[:last_user] if m.get("role") == "user"]
-            return (say(chinese, "you_said", text=earlier[-1]) if earlier else say(chinese, "said_nothing")), []
+            return (
+                say(chinese, "you_said", text=earlier[-1]) if earlier else say(chinese, "said_nothing")
+            ), []
         text, calls = self._first_round(user_text, available, chinese, seed)
         if _background_memory(messages) and text in (
             say(chinese, "add_disabled"),
@@ -199,7 +201,9 @@ class OfflineModel:
                     return "", [self._call(seed, 1, "memory_delete", {"memory_id": old["id"]})]
                 return say(chinese, "remembered", items=change.new), []
             if old is None:
-                return "", [self._call(seed, 1, "memory_add", {"memory": change.new, "topics": change.topics})]
+                return "", [
+                    self._call(seed, 1, "memory_add", {"memory": change.new, "topics": change.topics})
+                ]
             arguments = {"memory_id": old["id"], "memory": change.new, "topics": change.topics}
             return "", [self._call(seed, 1, "memory_update", arguments)]
         if last_name == "memory_update":

@@ -75,7 +75,9 @@ EN_CLAUSES: list[tuple[re.Pattern[str], str, list[str]]] = [
 EN_NAME = re.compile(
     r"^(?i:my\s+name\s+is|call\s+me|i\s+am|i'm|this\s+is)\s+([A-Z][\w'-]*(?:\s+[A-Z][\w'-]*){0,3})$"
 )
-EN_REMEMBER = re.compile(r"^(?:please\s+)?(?:remember|note|keep\s+in\s+mind)\s+(?:that\s+)?(.+)$", re.I | re.S)
+EN_REMEMBER = re.compile(
+    r"^(?:please\s+)?(?:remember|note|keep\s+in\s+mind)\s+(?:that\s+)?(.+)$", re.I | re.S
+)
 EN_FORGET = re.compile(
     r"^(?:please\s+)?(?:forget|delete|remove)\s+(?:that\s+|about\s+|the\s+memory\s+(?:about\s+|of\s+|that\s+)?)?(.+)$",
     re.I,
@@ -106,9 +108,13 @@ EN_CHANGES: list[re.Pattern[str]] = [
     re.compile(r"^i(?:'ve)?\s+(?:stopped|quit|gave\s+up)\s+(?P<gerund>\w+ing\b.*)$", re.I),
 ]  # fmt: skip
 #: Every change above says that something ended or what holds now.
-EN_CHANGE_MARKER = re.compile(r"\bany\s*more\b|\bno\s+longer\b|\bnow\b|\bused\s+to\b|\bstopped\b|\bquit\b|\bgave\s+up\b", re.I)
+EN_CHANGE_MARKER = re.compile(
+    r"\bany\s*more\b|\bno\s+longer\b|\bnow\b|\bused\s+to\b|\bstopped\b|\bquit\b|\bgave\s+up\b", re.I
+)
 #: "I moved to Munich", "I've relocated to Lisbon": where the user lives now.
-EN_MOVED = re.compile(r"^i(?:'ve|\s+have)?\s+(?:just\s+)?(?:moved|relocated)\s+to\s+(?P<place>.+?)(?:\s+now)?$", re.I)
+EN_MOVED = re.compile(
+    r"^i(?:'ve|\s+have)?\s+(?:just\s+)?(?:moved|relocated)\s+to\s+(?P<place>.+?)(?:\s+now)?$", re.I
+)
 #: "I quit my job (at Google)", "I switched jobs", "I changed jobs": the work fact changes.
 EN_JOB_CHANGE = re.compile(r"\b(?:quit|left|changed|switched|lost)\s+(?:my\s+)?jobs?\b", re.I)
 
@@ -164,7 +170,9 @@ ZH_CLAUSES: list[tuple[re.Pattern[str], str, list[str]]] = [
     (re.compile(r"^我((?:\S*)(?:过敏|不耐受).*)$"), "{s}{x}", ["health"]),
 ]  # fmt: skip
 #: "我是<X>" where X ends like a role or kind, not a name ("我是老师", "我是素食者").
-ZH_ROLE_SUFFIX = re.compile(r"(?:者|员|师|生|家|手|人|工|长|士|官|族|迷|控|党|的|儿|子|友|主|医|夫|妻|妈|爸)$")
+ZH_ROLE_SUFFIX = re.compile(
+    r"(?:者|员|师|生|家|手|人|工|长|士|官|族|迷|控|党|的|儿|子|友|主|医|夫|妻|妈|爸)$"
+)
 ZH_NAME = re.compile(
     r"^(?:我叫|我是|我的名字是|我的名字叫|叫我)\s*([\u4e00-\u9fffA-Za-z][\u4e00-\u9fffA-Za-z ]{0,11})$"
 )

@@ -51,7 +51,9 @@ def _zh_name(clause: str) -> str:
     if not match:
         return ""
     name = clean(match.group(1))
-    if clause.startswith("我是") and (r.ZH_ROLE_SUFFIX.search(name) or len(name) > 4 or re.match(r"^(?:一|个)", name)):
+    if clause.startswith("我是") and (
+        r.ZH_ROLE_SUFFIX.search(name) or len(name) > 4 or re.match(r"^(?:一|个)", name)
+    ):
         return ""  # "我是老师", "我是素食者": a role, not a name
     return name
 
@@ -92,12 +94,17 @@ def _en_fact(clause: str, subject: str) -> tuple[str, list[str]] | None:
         while verb_at < len(lowered) - 1 and lowered[verb_at] in r.ADVERBS:
             verb_at += 1
         verb = lowered[verb_at]
-        negated = verb in ("don't", "dont", "never", "can't", "cannot") or lowered[verb_at : verb_at + 2] == ["do", "not"]
+        negated = verb in ("don't", "dont", "never", "can't", "cannot") or lowered[verb_at : verb_at + 2] == [
+            "do",
+            "not",
+        ]
         if negated:
-            following = lowered[verb_at + (2 if verb == "do" else 1) : ][:1]
+            following = lowered[verb_at + (2 if verb == "do" else 1) :][:1]
             if following and following[0] in r.NEGATABLE_VERBS:
                 statement = third_person(clause, False)
-        elif verb in r.HABIT_VERBS or (verb == "can" and lowered[verb_at + 1 : verb_at + 2] and lowered[verb_at + 1] in r.HABIT_VERBS):
+        elif verb in r.HABIT_VERBS or (
+            verb == "can" and lowered[verb_at + 1 : verb_at + 2] and lowered[verb_at + 1] in r.HABIT_VERBS
+        ):
             statement = third_person(clause, False)
             base = ["work"] if verb == "work" else ["location"] if verb in ("live", "grew") else ["habits"]
     if not statement:
@@ -119,7 +126,11 @@ def _state(rest: list[str]) -> str | None:
         return "User is " + text
     if words & {"allergic", "intolerant"} or first in r.STATES or first in r.NATIONALITIES:
         return "User is " + text
-    if first in ("really", "very", "strictly", "fully", "mostly") and len(lowered) > 1 and lowered[1] in r.STATES:
+    if (
+        first in ("really", "very", "strictly", "fully", "mostly")
+        and len(lowered) > 1
+        and lowered[1] in r.STATES
+    ):
         return "User is " + text
     if re.fullmatch(r"\d+\s+years?\s+old", text, re.I) or first in ("into", "fluent"):
         return "User is " + text
@@ -141,7 +152,13 @@ def _zh_fact(clause: str, subject: str) -> tuple[str, list[str]] | None:
             return (template.format(s=subject, x=x), base) if x.strip() else None
     if clause.startswith("我") and r.ZH_FACT_LEADS.match(clause[1:]):
         rest = clause[1:]
-        base = ["work"] if "工作" in rest or "上班" in rest else ["location"] if rest.startswith(("住", "来自")) else ["personal"]
+        base = (
+            ["work"]
+            if "工作" in rest or "上班" in rest
+            else ["location"]
+            if rest.startswith(("住", "来自"))
+            else ["personal"]
+        )
         return subject + clean(rest), base
     return None
 
@@ -158,7 +175,7 @@ def extract_facts(text: str) -> Facts:
     subject = facts.name or ("用户" if chinese else "User")
     for clause in clauses:
         clause = clean(clause)
-        if (_zh_name(clause) if chinese else _en_name(clause)):
+        if _zh_name(clause) if chinese else _en_name(clause):
             continue
         fact = _zh_fact(clause, subject) if chinese else _en_fact(clause, subject)
         if fact:
@@ -347,7 +364,9 @@ def question_query(text: str) -> str | None:
     return _question_content(stripped, False)
 
 
-def relevant_hits(query: str, hits: Sequence[Mapping[str, Any]], ratio: float = 0.6) -> list[Mapping[str, Any]]:
+def relevant_hits(
+    query: str, hits: Sequence[Mapping[str, Any]], ratio: float = 0.6
+) -> list[Mapping[str, Any]]:
     """The hits that answer the question: those sharing a content word with the query,
     and those scored close to the best one; never the tail of unrelated memories."""
     if not hits:
