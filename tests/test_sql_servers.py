@@ -948,13 +948,17 @@ def _admin(name: str, target: Any, statement: str) -> None:
 
 
 async def _drop_tables(name: str, dsn: str, tables: list[str], schema: str | None = None) -> None:
+    from backends.sql import short_identifier
+
+    # Each table has its keyword index's tables beside it (backends/sql_index.py).
+    index = [short_identifier(f"{t}{suffix}") for t in tables for suffix in ("_postings", "_stats", "_terms")]
     if name == "mysql":
-        names = ", ".join(f"`{t}`, `{lock_table_name(t)}`" for t in tables)
+        names = ", ".join([*(f"`{t}`, `{lock_table_name(t)}`" for t in tables), *(f"`{t}`" for t in index)])
         statement, target = f"DROP TABLE IF EXISTS {names}", parse_mysql_dsn(dsn)
     elif schema:
         statement, target = f'DROP SCHEMA IF EXISTS "{schema}" CASCADE', parse_pg_dsn(dsn)
     else:
-        statement = "DROP TABLE IF EXISTS " + ", ".join(f'"{t}"' for t in tables)
+        statement = "DROP TABLE IF EXISTS " + ", ".join(f'"{t}"' for t in [*tables, *index])
         target = parse_pg_dsn(dsn)
     await asyncio.to_thread(_admin, name, target, statement)
 

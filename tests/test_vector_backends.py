@@ -43,6 +43,7 @@ def _drop_mysql(tables: list[str]) -> None:
     import pymysql
 
     from backends.mysql import lock_table_name, parse_dsn
+    from backends.sql import short_identifier
 
     args = {**parse_dsn(MYSQL_DSN).connect_args()}
     args["database"] = args.pop("db")
@@ -50,7 +51,11 @@ def _drop_mysql(tables: list[str]) -> None:
     try:
         with conn.cursor() as cur:
             for t in tables:
-                cur.execute(f"DROP TABLE IF EXISTS `{t}`, `{lock_table_name(t)}`")
+                # With the keyword index's tables beside it (backends/sql_index.py).
+                index = ", ".join(
+                    f"`{short_identifier(t + suffix)}`" for suffix in ("_postings", "_stats", "_terms")
+                )
+                cur.execute(f"DROP TABLE IF EXISTS `{t}`, `{lock_table_name(t)}`, {index}")
         conn.commit()
     finally:
         conn.close()

@@ -192,7 +192,10 @@ def _sql_cleanup() -> None:
                 with conn.cursor() as cur:
                     # Each memories table has its keyword index's tables beside it
                     # (backends/sql_index.py; "_terms" is the index's version 1).
-                    beside = [f"{t}{suffix}" for t in tables for suffix in ("_postings", "_stats", "_terms")]
+                    from backends.sql import short_identifier
+
+                    suffixes = ("_postings", "_stats", "_terms")
+                    beside = [short_identifier(f"{t}{suffix}") for t in tables for suffix in suffixes]
                     if name in ("mysql", "mysqlvec"):
                         cur.execute("SET SESSION lock_wait_timeout = 5")
                         locks = [module.lock_table_name(t) for t in tables]
