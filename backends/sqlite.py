@@ -136,6 +136,30 @@ class SQLiteStore(SQLStore):
         return text
 
 
+def _switch_to_wal(cursor: Any, busy_timeout: float) -> None:
+    """Put the file in WAL mode (once per file: the mode is stored in it).
+
+    Switching needs the file to itself, and SQLite may answer "database is
+    locked" at once, without waiting out the busy timeout, when another process
+    opens the same new file at that moment: so look first, and retry within the
+    timeout."""
+    import time
+
+    deadline = time.monotonic() + max(busy_timeout, 1.0)
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode")
+            row = cursor.fetchone()
+            if row is None or str(row[0]).lower() == "wal":
+                return
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except Exception as exc:
+            if "locked" not in str(exc).lower() or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.02)
+
+
 def _install_transaction_control(sync_engine: sa.Engine, *, wal: bool, busy_timeout: float) -> None:
     """Take transaction control from the driver so that a write section can
     start with BEGIN IMMEDIATE (the write lock is taken before the first read,
@@ -147,7 +171,7 @@ def _install_transaction_control(sync_engine: sa.Engine, *, wal: bool, busy_time
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout = {max(1, round(busy_timeout * 1000))}")
         if wal:
-            cursor.execute("PRAGMA journal_mode = WAL")
+            _switch_to_wal(cursor, busy_timeout)
             cursor.execute("PRAGMA synchronous = NORMAL")
         cursor.close()
 
