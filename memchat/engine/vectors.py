@@ -83,14 +83,12 @@ class _NoEmbedder:
 NO_EMBEDDER: Final = _NoEmbedder()
 
 
-@dataclass(frozen=True, slots=True)
-class EmbeddingProgress:
-    """How far filling in vectors has got: ``done`` of ``total`` memories."""
+class _DoneOfTotal:
+    """``percent`` and ``finished`` of a progress with ``done`` of ``total``."""
 
+    __slots__ = ()
     done: int
     total: int
-    #: True when the embedder changed and every memory is embedded again.
-    reembedding: bool = False
 
     @property
     def percent(self) -> int:
@@ -99,6 +97,16 @@ class EmbeddingProgress:
     @property
     def finished(self) -> bool:
         return self.done >= self.total
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingProgress(_DoneOfTotal):
+    """How far filling in vectors has got: ``done`` of ``total`` memories."""
+
+    done: int
+    total: int
+    #: True when the embedder changed and every memory is embedded again.
+    reembedding: bool = False
 
     #: What the header shows beside the percentage.
     label = "embedding"
@@ -111,20 +119,12 @@ class EmbeddingProgress:
 
 
 @dataclass(frozen=True, slots=True)
-class IndexingProgress:
+class IndexingProgress(_DoneOfTotal):
     """How far a store building its keyword index on open has got (a store made
     before the index, or by a memchat that did not keep it): ``done`` of ``total``."""
 
     done: int
     total: int
-
-    @property
-    def percent(self) -> int:
-        return 100 if self.total <= 0 else min(100, self.done * 100 // self.total)
-
-    @property
-    def finished(self) -> bool:
-        return self.done >= self.total
 
     #: What the header shows beside the percentage.
     label = "indexing"
