@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import shutil
 import statistics
@@ -361,6 +362,19 @@ async def bench_stream(count: int, rate: float) -> None:
         return wrapper
 
     Screen._refresh_layout, Screen._compositor_refresh = timed(original_layout), timed(original_refresh)
+    # Full (oldest-generation) garbage collections: each walks every object the app holds.
+    full_collections: list[float] = []
+    collection_started = [0.0]
+
+    def on_collection(phase: str, info: dict) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            collection_started[0] = time.perf_counter()
+        else:
+            full_collections.append(time.perf_counter() - collection_started[0])
+
+    gc.callbacks.append(on_collection)
     key_handled: list[float] = []
     key_painted: list[float] = []
 
@@ -410,11 +424,14 @@ async def bench_stream(count: int, rate: float) -> None:
         painted: asyncio.Future[float] = asyncio.get_running_loop().create_future()
         app.call_after_refresh(lambda: painted.set_result(time.perf_counter()))
         shown = await painted
+        during_stream = len(full_collections)
+        await asyncio.sleep(2.0)  # memchat.tui.gc_pause lets the collector catch up after the answer
         watcher.cancel()
         await pilot.pause(0.1)
         text_ok = view.copy_text() == "".join(model.tokens)
         ChatInput._on_key = original_on_key
         Screen._refresh_layout, Screen._compositor_refresh = original_layout, original_refresh
+        gc.callbacks.remove(on_collection)
 
     achieved = count / (model.last_sent - model.first_sent)
     print(f"\n## Streaming {count:,} tokens at {rate:,.0f} tokens/s (headless, 120x40)\n")
@@ -445,6 +462,14 @@ async def bench_stream(count: int, rate: float) -> None:
         if late:
             print(f"- in the last fifth of the answer: median {statistics.median(late) * 1000:.1f} ms, "
                   f"max {late[-1] * 1000:.1f} ms")  # fmt: skip
+    during, after = full_collections[:during_stream], full_collections[during_stream:]
+    for label, pauses in (("during the stream", during), ("in the 2 s after it", after)):
+        summary = "none"
+        if pauses:
+            summary = (
+                f"{len(pauses)}, longest {max(pauses) * 1000:.0f} ms, {sum(pauses) * 1000:.0f} ms in all"
+            )
+        print(f"- full garbage collections {label}: {summary}")
     print(f"- final text intact: {text_ok}")
 
 

@@ -7,7 +7,7 @@ from memchat.tui.app import MemchatApp
 from memchat.tui.widgets.message import BLOCK_CHARS, SealedMarkdown, block_cut
 from tests.agent.scripted_model import ScriptedModel, Step
 
-from .support import make_settings, ready, runner_factory, say
+from .support import make_settings, ready, runner_factory, say, wait_until
 
 SIZE = (100, 30)
 
@@ -74,3 +74,33 @@ async def test_page_keys_scroll_the_conversation_from_the_message_box() -> None:
         assert app.focused is app.chat.chat_input  # still typing where you were
         keys = [b.key for b in app.chat.chat_input.BINDINGS]  # shown in the footer
         assert "pageup" in keys and "ctrl+home" in keys
+
+
+async def test_full_garbage_collections_wait_while_an_answer_streams() -> None:
+    """A full collection walks every object the app holds (0.1-0.5 s): none
+    starts while an answer streams, and they resume soon after it ends,
+    finished or stopped (the young generations run throughout)."""
+    import gc
+
+    from memchat.tui import gc_pause
+
+    before = gc.get_threshold()
+
+    model = ScriptedModel([Step("one two three " * 20, delay=0.01), Step("a short answer")])
+    app = MemchatApp(make_settings(), runner_factory=runner_factory(lambda: model), cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        assert gc_pause.holders() == 0 and gc.get_threshold() == before
+        await say(pilot, "talk slowly", wait=False)
+        await wait_until(pilot, lambda: "two" in app.chat.chat_log.last_assistant().copy_text())
+        assert gc_pause.holders() == 1
+        assert gc.get_threshold()[:2] == before[:2] and gc.get_threshold()[2] == gc_pause.PAUSED_THRESHOLD
+        await pilot.press("escape")  # stopped mid-stream
+        await wait_until(pilot, lambda: not app.busy, what="the stop")
+        assert app.chat.chat_log.last_assistant().stopped
+        assert gc_pause.holders() == 0
+        await wait_until(pilot, lambda: gc.get_threshold() == before, what="full collections to resume")
+        await say(pilot, "and now?")
+        assert gc_pause.holders() == 0
+        await wait_until(pilot, lambda: not gc_pause.paused(), what="full collections to resume")
+        assert gc.get_threshold() == before

@@ -15,6 +15,7 @@ from textual.widgets import Static
 
 from memchat.safe_text import one_line, printable
 
+from .. import gc_pause
 from ..format import stats_line
 from .tool_panel import ToolCallPanel
 
@@ -170,6 +171,20 @@ class AssistantMessage(ChatMessage, Vertical):
         self._markdown: Markdown | None = None
         self._stream: MarkdownStream | None = None
         self._block = ""  # the text of the Markdown block being streamed
+        self._holds_gc = False
+
+    def on_mount(self) -> None:
+        if not self.finished:
+            gc_pause.hold()  # no full collection pauses the stream (see gc_pause)
+            self._holds_gc = True
+
+    def on_unmount(self) -> None:
+        self._release_gc()  # removed mid-turn (/new, pruning): never keep the freeze
+
+    def _release_gc(self) -> None:
+        if self._holds_gc:
+            self._holds_gc = False
+            gc_pause.release()
 
     def compose(self):
         yield Static(Content.styled("thinking…", "italic"), classes="pending")
@@ -252,6 +267,7 @@ class AssistantMessage(ChatMessage, Vertical):
         self.finished = True
         await self._end_text()
         await self._clear_pending()
+        self._release_gc()
         for panel in self.panels.values():
             panel.cancel()
         if stopped:
