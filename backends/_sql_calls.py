@@ -27,16 +27,6 @@ T = TypeVar("T")
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("memchat_sql_deadline", default=None)
 
 
-def mask_secret(text: str, secret: str | None) -> str:
-    """``text`` with ``secret`` (a password), and any piece of it of 8 or more
-    characters, replaced by ***. A safety net only: messages are built without
-    the password in the first place, and one of under 4 characters is left
-    alone (masking it would garble the message and hide nothing worth hiding)."""
-    if secret and len(secret) >= 4:
-        text = redact(text, [secret])
-    return text
-
-
 class SQLCalls:
     """The call plumbing of ``SQLStore``: what it needs from the store is
     declared here; ``SQLStore.__init__`` sets it."""
@@ -122,11 +112,11 @@ class SQLCalls:
     def _timed_out(self, action: str) -> BackendError:
         message = timeout_message(self.server_kind, self._server_address(), self.timeout)
         message = f"{self.name} backend at {self.location or '?'}: {action} failed: {message}"
-        return BackendError(mask_secret(message, self._secret))
+        return BackendError(redact(message, [self._secret]))
 
     def _error(self, action: str, exc: BaseException) -> BackendError:
         message = f"{self.name} backend at {self.location or '?'}: {action} failed: {self._explain(exc)}"
-        return BackendError(mask_secret(message, self._secret))
+        return BackendError(redact(message, [self._secret]))
 
     async def _failed(self, action: str, exc: BaseException, expired: bool = False) -> BackendError:
         """The error to raise for ``exc``; when the connection is gone (or the

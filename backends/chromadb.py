@@ -326,9 +326,6 @@ class ChromaStore:
 
     # -- errors ----------------------------------------------------------
 
-    def _mask(self, text: str) -> str:
-        return redact(text, self._secrets)
-
     def _explain(self, exc: BaseException) -> str:
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if isinstance(exc, chromadb.errors.ChromaAuthError | chromadb.errors.AuthorizationError) or re.search(
@@ -368,7 +365,7 @@ class ChromaStore:
 
     def _error(self, action: str, exc: BaseException) -> BackendError:
         message = f"{self.name} backend at {self.location}: {action} failed: {self._explain(exc)}"
-        return BackendError(self._mask(message))
+        return BackendError(redact(message, self._secrets))
 
     async def _call(self, action: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run a Chroma client call in a worker thread; errors become BackendError."""

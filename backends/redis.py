@@ -513,13 +513,10 @@ class RedisStore:
         options.update(decode_responses=True, encoding="utf-8", encoding_errors="surrogatepass")
         return aioredis.Redis.from_url(self._url, **options)
 
-    def _scrub(self, text: str) -> str:
-        return redact(text, [self._url_options.get("password")])
-
     def _explain(self, exc: BaseException) -> str:
         """One clear sentence for a driver error; never includes a password."""
         lines = str(exc).strip().splitlines()
-        text = self._scrub(lines[0].strip()) if lines else type(exc).__name__
+        text = redact(lines[0].strip(), [self._url_options.get("password")]) if lines else type(exc).__name__
         status = str(getattr(exc, "status_code", "") or "")
         if isinstance(exc, AuthenticationError) or status in ("NOAUTH", "WRONGPASS"):
             if status == "NOAUTH" or "NOAUTH" in text or "authenticated" in text.lower():
@@ -548,7 +545,7 @@ class RedisStore:
 
     def _error(self, action: str, exc: BaseException) -> BackendError:
         message = f"redis backend at {self.location}: {action} failed: {self._explain(exc)}"
-        return BackendError(self._scrub(message))
+        return BackendError(redact(message, [self._url_options.get("password")]))
 
     async def _discard_client(self) -> None:
         """Drop the client and its pool (after a timeout its connections are

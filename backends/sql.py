@@ -42,7 +42,7 @@ from memchat.engine.search.index import KeywordStats
 from memchat.engine.vectors import IndexingProgress, ProgressCallback, report_progress
 
 from ._cache import DecodeCache
-from ._sql_calls import SQLCalls, mask_secret
+from ._sql_calls import SQLCalls
 from ._sql_schema import (
     META_TABLE,
     check_dimension,
@@ -64,7 +64,6 @@ __all__ = [
     "SQLTransaction",
     "VectorChange",
     "lock_key",
-    "mask_secret",
     "memories_table",
     "meta_table",
     "short_identifier",
