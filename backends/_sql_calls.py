@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from memchat.engine.model import BackendError
+from memchat.engine.model import BackendError, UserKey
 from memchat.engine.secrets import redact
 
 from .base import timeout_message
@@ -47,6 +47,32 @@ class SQLCalls:
 
     async def open(self) -> None:
         raise NotImplementedError
+
+    async def _begin_user(self, conn: AsyncConnection, key: UserKey) -> None:
+        """Called first in every atomic section: serialise this user's writers."""
+
+    # -- for tables kept beside the memories (memchat.sessions) ---------------
+
+    async def run_read(self, action: str, fn: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """``fn(connection)`` in a read, bounded by the timeout, failing as one BackendError."""
+        return await self._read(action, fn)
+
+    async def run_write(
+        self, action: str, fn: Callable[[AsyncConnection], Awaitable[T]], *, key: UserKey | None = None
+    ) -> T:
+        """``fn(connection)`` in one write transaction, after ``key``'s writer lock
+        when given; bounded, retried whole after a deadlock, failing as one BackendError."""
+
+        async def section(conn: AsyncConnection) -> T:
+            if key is not None:
+                await self._begin_user(conn, key)
+            return await fn(conn)
+
+        return await self._in_write_transaction(action, section)
+
+    def failure(self, action: str, exc: BaseException) -> BackendError:
+        """The BackendError sentence this store gives for ``exc`` while doing ``action``."""
+        return self._error(action, exc)
 
     def _explain(self, exc: BaseException) -> str:
         """One clear sentence for a driver error; never includes a password."""

@@ -619,15 +619,6 @@ class ChromaStore:
                 return self._entry(document, meta)
         return None
 
-    async def list(self, key: UserKey, *, limit: int = 0, include_deleted: bool = False) -> list[Entry]:
-        records = await self._records(
-            self._where(key, active=not include_deleted), ["documents", "metadatas"]
-        )
-        entries = [self._entry(document, meta) for _, document, meta in records]
-        entries.sort(key=lambda e: e.id)
-        entries.sort(key=lambda e: (e.updated_at, e.created_at), reverse=True)
-        return entries[:limit] if limit > 0 else entries
-
     async def count(self, key: UserKey, *, include_deleted: bool = False) -> int:
         return len(await self._record_ids(self._where(key, active=not include_deleted)))
 
@@ -863,3 +854,13 @@ class ChromaStore:
                         "memory deleted: run it again"
                     )
             return len(active)
+
+    # Last in the class: below it, ``list`` would name this method, not the builtin.
+    async def list(self, key: UserKey, *, limit: int = 0, include_deleted: bool = False) -> list[Entry]:
+        records = await self._records(
+            self._where(key, active=not include_deleted), ["documents", "metadatas"]
+        )
+        entries = [self._entry(document, meta) for _, document, meta in records]
+        entries.sort(key=lambda e: e.id)
+        entries.sort(key=lambda e: (e.updated_at, e.created_at), reverse=True)
+        return entries[:limit] if limit > 0 else entries
