@@ -151,10 +151,6 @@ class InMemoryStore:
     async def get(self, key: UserKey, memory_id: str) -> Entry | None:
         return self._users.get(key, {}).get(memory_id)
 
-    async def list(self, key: UserKey, *, limit: int = 0, include_deleted: bool = False) -> list[Entry]:
-        entries = [e for e in self._users.get(key, {}).values() if include_deleted or not e.is_deleted]
-        return newest(entries, limit) if limit > 0 else newest_first(entries)
-
     async def count(self, key: UserKey, *, include_deleted: bool = False) -> int:
         if not include_deleted:
             return self._active.get(key, 0)
@@ -198,7 +194,7 @@ class InMemoryStore:
         matrix = self._matrices.get(key, signature)
         if matrix is None:
             vectors = self._vectors.get(key, {})
-            active = ((mid, vectors.get(mid)) for mid, e in rows.items() if not e.is_deleted)
+            active = ((mid, vectors[mid]) for mid, e in rows.items() if not e.is_deleted and mid in vectors)
             matrix = UserMatrix.from_vectors(active, self.dimension)
             self._matrices.put(key, signature, matrix)
         return [rows[mid].with_score(score) for mid, score in matrix.nearest(query, k) if mid in rows]
@@ -241,3 +237,8 @@ class InMemoryStore:
 
     async def write_meta(self, name: str, value: str) -> None:
         self._meta[name] = value
+
+    # Last in the class: below it, ``list`` would name this method, not the builtin.
+    async def list(self, key: UserKey, *, limit: int = 0, include_deleted: bool = False) -> list[Entry]:
+        entries = [e for e in self._users.get(key, {}).values() if include_deleted or not e.is_deleted]
+        return newest(entries, limit) if limit > 0 else newest_first(entries)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -42,8 +41,10 @@ from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from memchat.engine.model import BackendError, ConfigError, UserKey
 
+from ._sql_server import ServerSQLStore, env_setting
+from ._sql_server import resolve_target as resolve_server_target
 from .base import resolve_timeout
-from .sql import ServerSQLStore, short_identifier
+from .sql import short_identifier
 
 ENV_DSN = "MYSQL_DSN"
 DEFAULT_HOST = "localhost"
@@ -253,7 +254,7 @@ def target_from_env(env: Mapping[str, str], prefix: str = "MYSQL") -> MySQLTarge
     """The reference's separate variables, ``<prefix>_HOST`` … ``<prefix>_DATABASE``."""
 
     def get(name: str, default: str) -> str:
-        return env.get(f"{prefix}_{name}") or default
+        return env_setting(env, prefix, name, default)
 
     return MySQLTarget(
         host=get("HOST", DEFAULT_HOST),
@@ -268,11 +269,14 @@ def resolve_target(
     dsn: str | None, env: Mapping[str, str], prefix: str = "MYSQL", env_dsn: str = ENV_DSN
 ) -> MySQLTarget:
     """``dsn`` > ``$MYSQL_DSN`` > ``$MYSQL_HOST`` … > defaults."""
-    if dsn:
-        return parse_dsn(dsn, "the MySQL DSN")
-    if env.get(env_dsn):
-        return parse_dsn(env[env_dsn], env_dsn)
-    return target_from_env(env, prefix)
+    return resolve_server_target(
+        dsn,
+        env,
+        env_dsn=env_dsn,
+        dsn_label="the MySQL DSN",
+        parse=parse_dsn,
+        from_env=lambda values: target_from_env(values, prefix),
+    )
 
 
 def lock_table_name(table: str) -> str:
@@ -288,7 +292,7 @@ def _error_code(exc: BaseException) -> int | None:
 def _server_message(exc: BaseException) -> str:
     """The server's own text of a driver error, without the code tuple."""
     orig = getattr(exc, "orig", None) or exc
-    args = getattr(orig, "args", ())
+    args: tuple[Any, ...] = getattr(orig, "args", ())
     text = args[1] if len(args) > 1 and isinstance(args[1], str) else str(orig)
     return text.strip().splitlines()[0] if text.strip() else type(orig).__name__
 
@@ -347,9 +351,7 @@ class MySQLStore(ServerSQLStore):
         dimension: int | None = None,
         **engine_options: Any,
     ) -> None:
-        env = os.environ if env is None else env
-        self.target = resolve_target(dsn, env, self.env_prefix, self.env_dsn)
-        self._remember_source(dsn, env)
+        self.target = self._resolve(dsn, env, resolve_target)
         seconds = resolve_timeout(timeout)
         connect_args = {**self.target.connect_args(seconds), **engine_options.pop("connect_args", {})}
         connect_args.setdefault("async_creator_fn", self._create_connection)

@@ -187,7 +187,9 @@ class MySQLVecStore(MySQLStore):
         self, conn: AsyncConnection, key: UserKey, vector: Sequence[float], k: int
     ) -> list[Entry]:
         t = self.table
-        distance = sa.literal_column(_FLAVOURS[self.flavour or "mariadb"][1].format(col="embedding"))
+        distance: sa.ColumnClause[Any] = sa.literal_column(
+            _FLAVOURS[self.flavour or "mariadb"][1].format(col="embedding")
+        )
         stmt = (
             sa.select(t.c.memory_id, distance.label("distance"))
             .where(self._with_vector(key))

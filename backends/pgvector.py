@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
@@ -94,7 +94,7 @@ class Vector(UserDefinedType):
 
     class comparator_factory(UserDefinedType.Comparator):
         def cosine_distance(self, other: Any) -> sa.ColumnElement[float]:
-            return self.op("<=>", return_type=sa.Float)(other)
+            return cast("sa.ColumnElement[float]", self.op("<=>", return_type=sa.Float)(other))
 
 
 def _version(text: str | None) -> tuple[int, ...]:

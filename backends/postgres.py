@@ -27,20 +27,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
-from urllib.parse import parse_qsl, unquote
 
 import psycopg
 import sqlalchemy as sa
 from psycopg import errors as pg_errors
 from psycopg import sql as pg_sql
+from psycopg.conninfo import conninfo_to_dict
 from sqlalchemy.dialects.postgresql import BYTEA, JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from memchat.engine.model import BackendError, ConfigError, UserKey
 
+from ._sql_server import ServerSQLStore, env_setting
+from ._sql_server import resolve_target as resolve_server_target
 from .base import abort_socket
-from .sql import ServerSQLStore, lock_key, validate_table_name
+from .sql import lock_key, validate_table_name
 
 ENV_DSN = "POSTGRES_DSN"
 DEFAULT_HOST = "localhost"
@@ -58,7 +60,6 @@ SSLMODES = ("disable", "allow", "prefer", "require", "verify-ca", "verify-full")
 MAX_IDENTIFIER = 63
 
 _URL = re.compile(r"^(?:postgres|postgresql)(?:\+[a-z0-9_]+)?://", re.IGNORECASE)
-_KEYWORD = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*")
 
 #: SQLSTATEs the messages are chosen by.
 INVALID_PASSWORD = "28P01"
@@ -133,106 +134,60 @@ def check_sslmode(mode: str | None, source: str) -> None:
 
 def parse_dsn(dsn: str, source: str = ENV_DSN) -> PostgresTarget:
     """A target from a URL (``postgres://`` or ``postgresql://``) or a libpq
-    keyword string. Parts left out keep libpq's defaults. Error messages name
-    ``source`` but never quote the DSN (it may hold a password)."""
+    keyword string, read by libpq's rules (``psycopg.conninfo``). Parts left
+    out keep libpq's defaults. Error messages name ``source`` but never quote
+    the DSN or the parser's words about it (they may hold a password)."""
     text = dsn.strip()
     if not text:
         raise ConfigError(f"{source} is empty: give postgres://user:password@host:5432/database")
-    if _URL.match(text):
-        return _check(_parse_url(text, source), source)
     if "://" in text:
-        raise ConfigError(
-            f"{source} has the scheme {text.split('://', 1)[0]!r}: write postgres://user:password@host:5432/db"
+        scheme = text.split("://", 1)[0]
+        if not _URL.match(text):
+            raise ConfigError(
+                f"{source} has the scheme {scheme!r}: write postgres://user:password@host:5432/db"
+            )
+        text = _URL.sub(scheme.split("+", 1)[0].lower() + "://", text, count=1)  # drop a +driver suffix
+    try:
+        params = conninfo_to_dict(text)
+    except psycopg.ProgrammingError as exc:
+        raise ConfigError(_conninfo_problem(str(exc), source)) from None
+    return _check({k: str(v) for k, v in params.items() if v is not None}, source)
+
+
+def _conninfo_problem(reason: str, source: str) -> str:
+    """One sentence for libpq's complaint about a DSN, naming only an option's
+    name (never a value: it may be the password)."""
+    option = re.search(
+        r'(?:invalid connection option|invalid URI query parameter:) "([A-Za-z0-9_]+)"', reason
+    )
+    if option:
+        return (
+            f"{source} has the unknown option {option.group(1)!r}: use libpq names such as "
+            "host, port, dbname, user, password, sslmode"
         )
-    if "=" not in text:
-        raise ConfigError(
+    if "unterminated quoted string" in reason:
+        return f"{source} has an unterminated quoted value: close the quote (password='a b')"
+    if 'missing "="' in reason:
+        return (
             f"{source} is neither a postgres:// URL nor a libpq string "
             "(host=… port=… dbname=… user=… password=… sslmode=…)"
         )
-    return _check(_parse_keywords(text, source), source)
-
-
-def _parse_url(text: str, source: str) -> dict[str, str]:
-    rest = _URL.sub("", text, count=1)
-    rest, _, query = rest.partition("?")
-    netloc, _, path = rest.partition("/")
-    params: dict[str, str] = {}
-    userinfo, at, hostlist = netloc.rpartition("@")
-    if at:
-        user, colon, password = userinfo.partition(":")
-        if user:
-            params["user"] = unquote(user)
-        if colon:
-            params["password"] = unquote(password)
-    hosts, ports = [], []
-    for item in filter(None, hostlist.split(",")):
-        if item.startswith("["):
-            host, bracket, port = item[1:].partition("]")
-            if not bracket or (port and not port.startswith(":")):
-                raise ConfigError(f"{source} has an unreadable host: write [v6-address]:port")
-            port = port[1:]
-        else:
-            host, _, port = item.partition(":")
-        hosts.append(unquote(host))
-        ports.append(port)
-    if hosts:
-        params["host"] = ",".join(hosts)
-    if any(ports):
-        params["port"] = ",".join(p or str(DEFAULT_PORT) for p in ports)
-    if path:
-        params["dbname"] = unquote(path)
-    try:
-        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
-    except ValueError:
-        raise ConfigError(f"{source} has an unreadable query string: write ?sslmode=disable&…") from None
-    params.update(pairs)
-    return params
-
-
-def _parse_keywords(text: str, source: str) -> dict[str, str]:
-    params: dict[str, str] = {}
-    i, n = 0, len(text)
-    while True:
-        while i < n and text[i].isspace():
-            i += 1
-        if i >= n:
-            return params
-        match = _KEYWORD.match(text, i)
-        if match is None:
-            raise ConfigError(
-                f"{source} is not a valid libpq string: expected key=value at character {i + 1} "
-                "(quote values with spaces: password='a b')"
-            )
-        key, i = match.group(1), match.end()
-        chars: list[str] = []
-        if i < n and text[i] == "'":
-            i += 1
-            while True:
-                if i >= n:
-                    raise ConfigError(f"{source} has an unterminated quoted value for {key!r}")
-                if text[i] == "\\" and i + 1 < n:
-                    chars.append(text[i + 1])
-                    i += 2
-                elif text[i] == "'":
-                    i += 1
-                    break
-                else:
-                    chars.append(text[i])
-                    i += 1
-        else:
-            while i < n and not text[i].isspace():
-                if text[i] == "\\" and i + 1 < n:
-                    i += 1
-                chars.append(text[i])
-                i += 1
-        params[key] = "".join(chars)
+    if "invalid connection option" in reason:
+        return (
+            f"{source} is not a valid libpq string: expected key=value "
+            "(quote values with spaces: password='a b')"
+        )
+    return (
+        f"{source} is not a valid PostgreSQL DSN: write postgres://user:password@host:5432/database "
+        "(percent-encode special characters) or host=… port=… dbname=… user=… password=…"
+    )
 
 
 def target_from_env(env: Mapping[str, str], prefix: str = "PG") -> PostgresTarget:
     """The reference's separate variables ``<prefix>_HOST`` … plus ``<prefix>_SSLMODE``."""
 
     def get(name: str, default: str) -> str:
-        return env.get(f"{prefix}_{name}") or default
+        return env_setting(env, prefix, name, default)
 
     params = {
         "host": get("HOST", DEFAULT_HOST),
@@ -253,11 +208,14 @@ def resolve_target(
     dsn: str | None, env: Mapping[str, str], prefix: str = "PG", env_dsn: str = ENV_DSN
 ) -> PostgresTarget:
     """``dsn`` > ``$POSTGRES_DSN`` > ``$PG_HOST`` … > defaults."""
-    if dsn:
-        return parse_dsn(dsn, "the PostgreSQL DSN")
-    if env.get(env_dsn):
-        return parse_dsn(env[env_dsn], env_dsn)
-    return target_from_env(env, prefix)
+    return resolve_server_target(
+        dsn,
+        env,
+        env_dsn=env_dsn,
+        dsn_label="the PostgreSQL DSN",
+        parse=parse_dsn,
+        from_env=lambda values: target_from_env(values, prefix),
+    )
 
 
 def _sqlstate(exc: BaseException) -> str | None:
@@ -296,9 +254,7 @@ class PostgresStore(ServerSQLStore):
     ) -> None:
         from .base import resolve_timeout
 
-        env = os.environ if env is None else env
-        self.target = resolve_target(dsn, env, self.env_prefix, self.env_dsn)
-        self._remember_source(dsn, env)
+        self.target = self._resolve(dsn, env, resolve_target)
         self.schema = None if schema is None else validate_table_name(schema, MAX_IDENTIFIER, "schema name")
         seconds = resolve_timeout(timeout)
         connect_args: dict[str, Any] = {

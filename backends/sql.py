@@ -25,243 +25,51 @@ made the stored vectors: ``read_meta`` / ``write_meta``), keyed
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import contextvars
-import hashlib
-import json
-import re
-import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
 import numpy as np
 import sqlalchemy as sa
-from sqlalchemy.dialects.mysql import MEDIUMTEXT
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection
 
-from memchat.engine.model import (
-    BackendError,
-    ConfigError,
-    Entry,
-    Memory,
-    UserKey,
-    from_micros,
-    to_micros,
-)
+from memchat.engine.model import Entry, UserKey, to_micros
 from memchat.engine.search.candidates import KeywordPlanner
 from memchat.engine.search.index import KeywordStats
-from memchat.engine.secrets import redact
-from memchat.engine.vectors import IndexingProgress, ProgressCallback, report_progress
+from memchat.engine.vectors import IndexingProgress, report_progress
 
-from ._cache import DecodeCache
-from ._vectors import MatrixCache, UserMatrix, check_query, encode_vector
-from .base import DEFAULT_VECTOR_DIMENSION, Capabilities, resolve_timeout, timeout_message
-from .sql_index import INDEX_META, SQLKeywordIndex
+from ._sql_schema import (
+    META_TABLE,
+    lock_key,
+    memories_table,
+    meta_table,
+    short_identifier,
+    validate_table_name,
+)
+from ._sql_tables import SQLTables
+from ._sql_transaction import SQLTransaction, VectorChange
+from ._vectors import UserMatrix, check_query
+from .base import Capabilities
+from .sql_index import INDEX_META
+
+__all__ = [
+    "META_TABLE",
+    "SQLStore",
+    "SQLTransaction",
+    "VectorChange",
+    "lock_key",
+    "memories_table",
+    "meta_table",
+    "short_identifier",
+    "validate_table_name",
+]
 
 T = TypeVar("T")
 
-#: When (loop time) the store call running in this context must be done: a
-#: connection made for it gives up then too.
-_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("memchat_sql_deadline", default=None)
 
-_TABLE_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
-
-#: The table of small per-store records (``read_meta`` / ``write_meta``), shared by every memories table.
-META_TABLE = "memchat_meta"
-
-
-def validate_table_name(name: str, max_length: int = 64, what: str = "table name") -> str:
-    """Reference §4.0: ``^[a-zA-Z_][a-zA-Z0-9_]*$``, at most ``max_length``
-    characters (64; 63 on PostgreSQL). Also used for schema names."""
-    if not isinstance(name, str) or not _TABLE_NAME.fullmatch(name) or len(name) > max_length:
-        raise ConfigError(
-            f"invalid {what} {name!r}: use letters, digits and underscores, "
-            f"not starting with a digit, at most {max_length} characters"
-        )
-    return name
-
-
-def short_identifier(name: str, max_length: int = 63) -> str:
-    """``name`` if it fits the server's identifier limit (63 on PostgreSQL, 64
-    on MySQL), else a stable shortening that ends in a hash of the whole name."""
-    if len(name) <= max_length:
-        return name
-    digest = hashlib.sha256(name.encode()).hexdigest()[:12]
-    return f"{name[: max_length - 13]}_{digest}"
-
-
-def lock_key(*parts: str) -> int:
-    """A signed 64-bit number for ``parts`` (for ``pg_advisory_xact_lock``):
-    the first 8 bytes of sha256 over the NUL-joined parts."""
-    digest = hashlib.sha256("\0".join(parts).encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
-
-
-def mask_secret(text: str, secret: str | None) -> str:
-    """``text`` with ``secret`` (a password), and any piece of it of 8 or more
-    characters, replaced by ***. A safety net only: messages are built without
-    the password in the first place, and one of under 4 characters is left
-    alone (masking it would garble the message and hide nothing worth hiding)."""
-    if secret and len(secret) >= 4:
-        text = redact(text, [secret])
-    return text
-
-
-def memories_table(
-    metadata: sa.MetaData,
-    name: str,
-    json_type: sa.types.TypeEngine,
-    *,
-    schema: str | None = None,
-    **table_options: Any,
-) -> sa.Table:
-    # MySQL's TEXT holds 64 KiB, too little for long utf8mb4 memories.
-    text_type = sa.Text().with_variant(MEDIUMTEXT(), "mysql", "mariadb")
-    return sa.Table(
-        name,
-        metadata,
-        sa.Column("app_name", sa.String(255), primary_key=True),
-        sa.Column("user_id", sa.String(255), primary_key=True),
-        sa.Column("memory_id", sa.String(64), primary_key=True),
-        sa.Column("memory", text_type, nullable=False),
-        sa.Column("topics", json_type, nullable=False),
-        sa.Column("kind", sa.String(32), nullable=False),
-        sa.Column("event_time", sa.BigInteger, nullable=True),
-        sa.Column("participants", json_type, nullable=False),
-        sa.Column("location", sa.Text, nullable=False),
-        sa.Column("created_at", sa.BigInteger, nullable=False),
-        sa.Column("updated_at", sa.BigInteger, nullable=False),
-        sa.Column("deleted_at", sa.BigInteger, nullable=True),
-        sa.Index(short_identifier(f"idx_{name}_user_updated"), "app_name", "user_id", "updated_at"),
-        schema=schema,
-        **table_options,
-    )
-
-
-def _dimension(dimension: int | None) -> int:
-    if dimension is None:
-        return DEFAULT_VECTOR_DIMENSION
-    if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension <= 0:
-        raise ConfigError(
-            f"invalid embedding dimension {dimension!r}: give the embedder's dimension, "
-            "a positive whole number such as 384"
-        )
-    return dimension
-
-
-def _json_list(value: Any) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str | bytes):
-        value = json.loads(value)
-    return tuple(value)
-
-
-def meta_table(metadata: sa.MetaData, *, schema: str | None = None, **table_options: Any) -> sa.Table:
-    return sa.Table(
-        META_TABLE,
-        metadata,
-        sa.Column("name", sa.String(255), primary_key=True),
-        sa.Column("value", sa.Text, nullable=False),
-        schema=schema,
-        **table_options,
-    )
-
-
-class _SQLTransaction:
-    def __init__(self, store: SQLStore, conn: AsyncConnection, key: UserKey) -> None:
-        self._store, self._conn, self._key = store, conn, key
-        #: The user's (version, active) before the section's first write and after its last.
-        self._before: tuple[int, int] | None = None
-        self._after: tuple[int, int] | None = None
-        #: What the section did to the user's vectors, for the cached matrix.
-        self._upserts: dict[str, np.ndarray] = {}
-        self._removals: set[str] = set()
-        #: The cached matrix cannot be brought along (a write whose versions were not
-        #: read, or a restore of a vector not in hand): it is dropped after the commit.
-        self._matrix_unknowable = False
-        #: Rows as this section knows them (read, or written by it): a put needs the
-        #: entry it replaces, which the section has usually just read.
-        self._known: dict[str, Entry | None] = {}
-
-    def _wrote(self, versions: tuple[tuple[int, int], tuple[int, int]] | None) -> None:
-        if versions is None:  # no cached matrix to bring along: the versions were not read
-            self._matrix_unknowable = True
-            return
-        if self._before is None:
-            self._before = versions[0]
-        self._after = versions[1]
-
-    def advance_matrix(self) -> None:
-        """After the commit: bring this process's cached matrix of the user along."""
-        store, key = self._store, self._key
-        if self._before is None or self._after is None:
-            return
-        if self._matrix_unknowable:
-            store._matrices.drop(key)
-            return
-        store._matrices.advance(
-            key,
-            store._matrix_signature(self._before),
-            store._matrix_signature(self._after),
-            self._upserts,
-            self._removals,
-        )
-
-    async def get(self, memory_id: str) -> Entry | None:
-        if memory_id not in self._known:
-            self._known[memory_id] = await self._store._get(self._conn, self._key, memory_id)
-        return self._known[memory_id]
-
-    async def put(self, entry: Entry, vector: Sequence[float] | None = None) -> None:
-        if entry.app != self._key.app or entry.user != self._key.user:
-            raise ValueError("an entry can only be written inside its own user's section")
-        store = self._store
-        row = store._row(entry)
-        if vector is not None:
-            value = store._embedding_value(vector)
-            if value is not None:
-                # Absent from the row, the stored embedding is kept on conflict.
-                row["embedding"] = value
-        old = await self.get(entry.id)
-        await self._conn.execute(store._upsert(row))
-        self._known[entry.id] = entry
-        self._wrote(
-            await store.keyword_index.replace(
-                self._conn, self._key, entry.id, old, entry, versions=self._key in store._matrices
-            )
-        )
-        if entry.is_deleted:
-            self._removals.add(entry.id)
-            self._upserts.pop(entry.id, None)
-        elif vector is not None:
-            self._upserts[entry.id] = np.asarray(vector, dtype=np.float32).reshape(-1)
-            self._removals.discard(entry.id)
-        elif old is not None and old.is_deleted:
-            self._matrix_unknowable = True  # a restore brings back a stored vector not in hand
-
-    async def remove(self, memory_id: str) -> None:
-        store = self._store
-        t = store.table
-        old = await self.get(memory_id)
-        await self._conn.execute(sa.delete(t).where(store._scope(self._key), t.c.memory_id == memory_id))
-        self._known[memory_id] = None
-        self._wrote(
-            await store.keyword_index.replace(
-                self._conn, self._key, memory_id, old, None, versions=self._key in store._matrices
-            )
-        )
-        self._removals.add(memory_id)
-        self._upserts.pop(memory_id, None)
-
-    async def count_active(self) -> int:
-        return await self._store._count(self._conn, self._key, include_deleted=False)
-
-
-class SQLStore:
+class SQLStore(SQLTables):
     """Base of the SQL stores. Subclasses set ``name``, build ``self.engine``
     and may override ``_begin_user`` (serialise writers) and ``_upsert``."""
 
@@ -269,158 +77,6 @@ class SQLStore:
     capabilities = Capabilities(
         vector_search=True, transactions=True, persistent=True, multi_process=True, native_keyword_search=True
     )
-    max_table_name = 64
-    #: How often an atomic section is run again after a deadlock (``_is_retryable``).
-    max_attempts = 5
-    #: Vectors live in the table's ``embedding`` BLOB column and are ranked in
-    #: numpy; False for a store with its own vector index (sqlitevec, pgvector).
-    blob_vectors = True
-    #: False: any dimension fits (the engine sets ``dimension`` to its
-    #: embedder's); True: the index was made for ``dimension`` only.
-    fixed_dimension = False
-
-    def __init__(
-        self,
-        engine: AsyncEngine,
-        *,
-        table: str = "memories",
-        location: str = "",
-        schema: str | None = None,
-        secret: str | None = None,
-        timeout: float | None = None,
-        dimension: int | None = None,
-        **table_options: Any,
-    ) -> None:
-        if dimension is not None or not hasattr(self, "dimension"):
-            #: The dimension of the vectors written and searched (see ``fixed_dimension``).
-            self.dimension = _dimension(dimension)
-        self.engine = engine
-        self.location = location
-        #: Seconds a call may take (connecting, queries, lock waits) before it fails.
-        self.timeout = resolve_timeout(timeout)
-        #: The driver connections this store made, shut down when a call times out.
-        self._connections: weakref.WeakSet[Any] = weakref.WeakSet()
-        #: Masked (***) out of every error message (a DSN password).
-        self._secret = secret
-        self.metadata = sa.MetaData()
-        self.table = memories_table(
-            self.metadata,
-            validate_table_name(table, self.max_table_name),
-            self._json_type(),
-            schema=schema,
-            **table_options,
-        )
-        if self.blob_vectors:
-            self.table.append_column(sa.Column("embedding", self._blob_type(), nullable=True))
-        self.meta_table = meta_table(self.metadata, schema=schema, **table_options)
-        #: The inverted index and statistics of keyword search (sql_index.py).
-        self.keyword_index = SQLKeywordIndex(
-            self.metadata, self.table, short_identifier=short_identifier, schema=schema, **table_options
-        )
-        #: Whether the index is complete (built on open; until then searches scan).
-        self._index_ready = False
-        #: Told how building the keyword index on open goes (set by MemoryService).
-        self.progress: ProgressCallback | None = None
-        #: The engine write sections run on (a dialect may tag it, e.g. SQLite's
-        #: BEGIN IMMEDIATE).
-        self._write_engine: AsyncEngine = engine
-        self._schema_ready = False
-        self._decoded: DecodeCache[Entry] = DecodeCache()
-        self._matrices = MatrixCache()
-
-    # -- hooks -----------------------------------------------------------
-
-    def _json_type(self) -> sa.types.TypeEngine:
-        return sa.JSON()
-
-    async def _begin_user(self, conn: AsyncConnection, key: UserKey) -> None:
-        """Called first in every atomic section: serialise this user's writers."""
-
-    def _upsert_into(self, table: sa.Table, row: dict[str, Any], keys: Sequence[str]) -> sa.Executable:
-        """INSERT ``row``, or on a conflict of ``keys`` UPDATE the row's other columns."""
-        raise NotImplementedError
-
-    def _upsert(self, row: dict[str, Any]) -> sa.Executable:
-        return self._upsert_into(self.table, row, ("app_name", "user_id", "memory_id"))
-
-    def _blob_type(self) -> sa.types.TypeEngine:
-        """The column type of a float32 vector (BLOB; BYTEA on PostgreSQL)."""
-        return sa.LargeBinary()
-
-    def _encode(self, vector: Sequence[float]) -> Any:
-        """The ``embedding`` column's value for ``vector``."""
-        return encode_vector(vector, self.dimension)
-
-    def _embedding_value(self, vector: Sequence[float]) -> Any:
-        """What a write stores in the ``embedding`` column (None: the store keeps
-        its vectors elsewhere)."""
-        return self._encode(vector) if self.blob_vectors else None
-
-    def _explain(self, exc: BaseException) -> str:
-        """One clear sentence for a driver error; never includes a password."""
-        orig = getattr(exc, "orig", None) or exc
-        return str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
-
-    def _is_retryable(self, exc: BaseException) -> bool:
-        """A deadlock or serialisation failure: the whole section may run again."""
-        return False
-
-    def _is_connection_lost(self, exc: BaseException) -> bool:
-        """The server is unreachable or dropped the connection."""
-        return bool(getattr(exc, "connection_invalidated", False)) or isinstance(exc, OSError)
-
-    #: A client/server store bounds every call by ``timeout`` (``_bounded``);
-    #: an embedded one relies on its busy timeout.
-    bounded_calls = False
-    #: What ``timeout_message`` calls the server ("PostgreSQL server").
-    server_kind = "server"
-
-    def _server_address(self) -> str:
-        return self.location
-
-    def _abort_connection(self, driver_connection: Any) -> None:
-        """Make a call waiting on this driver connection fail now (a server
-        that stopped answering): shut its socket down."""
-
-    async def _connect_bounded(self, connect: Callable[[], Awaitable[Any]]) -> Any:
-        """A new driver connection (for ``async_creator``), made within the
-        current call's deadline (or ``timeout`` outside one)."""
-        loop = asyncio.get_running_loop()
-        deadline = _DEADLINE.get()
-        async with asyncio.timeout_at(deadline if deadline is not None else loop.time() + self.timeout):
-            connection = await connect()
-        self._connections.add(connection)
-        return connection
-
-    @contextlib.asynccontextmanager
-    async def _bounded(self) -> AsyncIterator[list[bool]]:
-        """Bound one store call by ``timeout``. When it runs out, every
-        connection of this store is shut down, so the driver raises at once
-        (its transaction never commits) and the pool discards it; the list
-        yielded then holds True, and the caller reports the timeout."""
-        expired: list[bool] = []
-        if not self.bounded_calls:
-            yield expired
-            return
-        loop = asyncio.get_running_loop()
-
-        def expire() -> None:
-            expired.append(True)
-            for connection in list(self._connections):
-                self._abort_connection(connection)
-
-        handle = loop.call_later(self.timeout, expire)
-        token = _DEADLINE.set(loop.time() + self.timeout)
-        try:
-            yield expired
-        finally:
-            _DEADLINE.reset(token)
-            handle.cancel()
-
-    def _timed_out(self, action: str) -> BackendError:
-        message = timeout_message(self.server_kind, self._server_address(), self.timeout)
-        message = f"{self.name} backend at {self.location or '?'}: {action} failed: {message}"
-        return BackendError(mask_secret(message, self._secret))
 
     async def _create_schema(self) -> None:
         """Create the tables (and indexes) if missing; safe to race with other processes."""
@@ -445,23 +101,6 @@ class SQLStore:
         await conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN embedding {spec} NULL"))
 
     # -- plumbing --------------------------------------------------------
-
-    def describe(self) -> str:
-        return f"{self.name} ({self.location})" if self.location else self.name
-
-    def _error(self, action: str, exc: BaseException) -> BackendError:
-        message = f"{self.name} backend at {self.location or '?'}: {action} failed: {self._explain(exc)}"
-        return BackendError(mask_secret(message, self._secret))
-
-    async def _failed(self, action: str, exc: BaseException, expired: bool = False) -> BackendError:
-        """The error to raise for ``exc``; when the connection is gone (or the
-        call timed out: its connection is in an unknown state), the pool is
-        discarded too, so the next call connects afresh (no restart needed)."""
-        timed_out = expired or isinstance(exc, TimeoutError)
-        if timed_out or self._is_connection_lost(exc):
-            with contextlib.suppress(Exception):  # the pool is thrown away; nothing to save
-                await self.engine.dispose()
-        return self._timed_out(action) if timed_out else self._error(action, exc)
 
     async def open(self) -> None:
         if self._schema_ready:
@@ -513,8 +152,8 @@ class SQLStore:
         await report_progress(self.progress, IndexingProgress(done, total))
         for key in counts:
 
-            async def rebuild(tx: Any, key: UserKey = key) -> None:
-                conn = tx._conn
+            async def rebuild(tx: SQLTransaction, key: UserKey = key) -> None:
+                conn = tx.connection
                 stmt = sa.select(*self._row_columns()).where(self._scope(key), t.c.deleted_at.is_(None))
                 entries = [self._entry(r) for r in (await conn.execute(stmt)).all()]
                 await index.rebuild_user(conn, key, entries)
@@ -529,94 +168,14 @@ class SQLStore:
         await self.engine.dispose()
         self._schema_ready = False
 
-    def _scope(self, key: UserKey) -> sa.ColumnElement[bool]:
-        t = self.table
-        return sa.and_(t.c.app_name == key.app, t.c.user_id == key.user)
-
-    def _row(self, entry: Entry) -> dict[str, Any]:
-        m = entry.memory
-        return {
-            "app_name": entry.app,
-            "user_id": entry.user,
-            "memory_id": entry.id,
-            "memory": m.text,
-            "topics": list(m.topics),
-            "kind": m.kind,
-            "event_time": to_micros(m.event_time) if m.event_time is not None else None,
-            "participants": list(m.participants),
-            "location": m.location,
-            "created_at": to_micros(entry.created_at),
-            "updated_at": to_micros(entry.updated_at),
-            "deleted_at": to_micros(entry.deleted_at) if entry.deleted_at is not None else None,
-        }
-
-    def _entry(self, row: Any) -> Entry:
-        """The entry of one row; decoded once per distinct row content (see _cache)."""
-        try:
-            key = tuple(tuple(v) if isinstance(v, list) else v for v in row)
-            return self._decoded.get(key, lambda: self._decode_row(row))
-        except TypeError:  # a column this cache cannot key on (e.g. a vector): decode directly
-            return self._decode_row(row)
-
-    @staticmethod
-    def _decode_row(row: Any) -> Entry:
-        memory = Memory(
-            text=row.memory,
-            topics=_json_list(row.topics),
-            kind=row.kind or "fact",
-            event_time=from_micros(row.event_time),
-            participants=_json_list(row.participants),
-            location=row.location or "",
-        )
-        return Entry(
-            id=row.memory_id,
-            app=row.app_name,
-            user=row.user_id,
-            memory=memory,
-            created_at=from_micros(row.created_at),
-            updated_at=from_micros(row.updated_at),
-            deleted_at=from_micros(row.deleted_at),
-        )
-
-    def _newest_first(self, stmt: sa.Select) -> sa.Select:
-        t = self.table
-        return stmt.order_by(t.c.updated_at.desc(), t.c.created_at.desc(), t.c.memory_id.asc())
-
-    def _row_columns(self) -> list[sa.Column[Any]]:
-        """What reads select: every column but a vector store's embedding
-        (reads never ship vectors back)."""
-        return [c for c in self.table.c if c.name != "embedding"]
-
-    async def _get(self, conn: AsyncConnection, key: UserKey, memory_id: str) -> Entry | None:
-        t = self.table
-        stmt = sa.select(*self._row_columns()).where(self._scope(key), t.c.memory_id == memory_id)
-        row = (await conn.execute(stmt)).first()
-        return self._entry(row) if row is not None else None
-
-    async def _count(self, conn: AsyncConnection, key: UserKey, *, include_deleted: bool) -> int:
-        t = self.table
-        stmt = sa.select(sa.func.count()).select_from(t).where(self._scope(key))
-        if not include_deleted:
-            stmt = stmt.where(t.c.deleted_at.is_(None))
-        return int((await conn.execute(stmt)).scalar_one())
-
-    async def _read(self, action: str, fn: Callable[[AsyncConnection], Awaitable[T]]) -> T:
-        await self.open()
-        async with self._bounded() as expired:
-            try:
-                async with self.engine.connect() as conn:
-                    return await fn(conn)
-            except (SQLAlchemyError, OSError) as exc:
-                raise await self._failed(action, exc, bool(expired)) from exc
-
     # -- Store -----------------------------------------------------------
 
-    async def atomic(self, key: UserKey, work: Callable[[_SQLTransaction], Awaitable[T]]) -> T:
-        attempts: list[_SQLTransaction] = []
+    async def atomic(self, key: UserKey, work: Callable[[SQLTransaction], Awaitable[T]]) -> T:
+        attempts: list[SQLTransaction] = []
 
         async def section(conn: AsyncConnection) -> T:
             await self._begin_user(conn, key)
-            tx = _SQLTransaction(self, conn, key)
+            tx = SQLTransaction(self, conn, key)
             attempts.append(tx)
             return await work(tx)
 
@@ -629,19 +188,6 @@ class SQLStore:
 
     async def get(self, key: UserKey, memory_id: str) -> Entry | None:
         return await self._read("reading", lambda conn: self._get(conn, key, memory_id))
-
-    async def list(self, key: UserKey, *, limit: int = 0, include_deleted: bool = False) -> list[Entry]:
-        t = self.table
-        stmt = self._newest_first(sa.select(*self._row_columns()).where(self._scope(key)))
-        if not include_deleted:
-            stmt = stmt.where(t.c.deleted_at.is_(None))
-        if limit > 0:
-            stmt = stmt.limit(limit)
-
-        async def fetch(conn: AsyncConnection) -> list[Entry]:
-            return [self._entry(r) for r in (await conn.execute(stmt)).all()]
-
-        return await self._read("reading", fetch)
 
     async def count(self, key: UserKey, *, include_deleted: bool = False) -> int:
         if self._index_ready and not include_deleted:
@@ -658,17 +204,21 @@ class SQLStore:
         t = self.table
         self._matrices.drop(key)
 
-        async def work(tx: _SQLTransaction) -> int:
+        async def work(tx: SQLTransaction) -> int:
+            conn = tx.connection
             active = await tx.count_active()
-            await self.keyword_index.clear(tx._conn, key)
+            await self.keyword_index.clear(conn, key)
             if deleted_at is None:
-                await tx._conn.execute(sa.delete(t).where(self._scope(key)))
+                await conn.execute(sa.delete(t).where(self._scope(key)))
             else:
-                await tx._conn.execute(
+                await conn.execute(
                     sa.update(t)
                     .where(self._scope(key), t.c.deleted_at.is_(None))
                     .values(deleted_at=to_micros(deleted_at))
                 )
+            await self.write_vector(
+                conn, key, VectorChange("remove_user" if deleted_at is None else "tombstone_user")
+            )
             return active
 
         return await self.atomic(key, work)
@@ -870,48 +420,16 @@ class SQLStore:
         stmt = self._upsert_into(self.meta_table, {"name": self._meta_name(name), "value": value}, ("name",))
         await self._write_all("writing", lambda conn: conn.execute(stmt))
 
-    async def _write_all(self, action: str, fn: Callable[[AsyncConnection], Awaitable[Any]]) -> None:
-        """Run ``fn`` in one write transaction not tied to a user (retried on a deadlock)."""
-        await self._in_write_transaction(action, fn)
+    # Last in the class: below it, ``list`` would name this method, not the builtin.
+    async def list(self, key: UserKey, *, limit: int = 0, include_deleted: bool = False) -> list[Entry]:
+        t = self.table
+        stmt = self._newest_first(sa.select(*self._row_columns()).where(self._scope(key)))
+        if not include_deleted:
+            stmt = stmt.where(t.c.deleted_at.is_(None))
+        if limit > 0:
+            stmt = stmt.limit(limit)
 
-    async def _in_write_transaction(self, action: str, fn: Callable[[AsyncConnection], Awaitable[T]]) -> T:
-        """``fn`` in one write transaction, bounded by the timeout; a deadlock or
-        serialisation failure rolls it back whole and runs it again after a short pause."""
-        await self.open()
-        attempt = 0
-        async with self._bounded() as expired:
-            while True:
-                attempt += 1
-                try:
-                    async with self._write_engine.begin() as conn:
-                        return await fn(conn)
-                except (SQLAlchemyError, OSError) as exc:
-                    if not expired and attempt < self.max_attempts and self._is_retryable(exc):
-                        await asyncio.sleep(0.01 * attempt)
-                        continue
-                    raise await self._failed(action, exc, bool(expired)) from exc
+        async def fetch(conn: AsyncConnection) -> list[Entry]:
+            return [self._entry(r) for r in (await conn.execute(stmt)).all()]
 
-
-class ServerSQLStore(SQLStore):
-    """Base of the client/server SQL stores (MySQL/MariaDB, PostgreSQL), which
-    are configured by a DSN or by the reference's separate variables
-    ``<env_prefix>_HOST`` … (``env_dsn`` taking priority)."""
-
-    env_prefix = ""
-    env_dsn = ""
-    #: Where the DSN came from ("the DSN" argument or ``env_dsn``), or None
-    #: when the separate variables were used: error messages name the fix.
-    _dsn_source: str | None = None
-
-    def _remember_source(self, dsn: str | None, env: Mapping[str, str]) -> None:
-        self._dsn_source = "the DSN" if dsn else (self.env_dsn if env.get(self.env_dsn) else None)
-
-    def _setting(self, *fields: str) -> str:
-        """How a person changes ``fields``: the variables, or the parts of the DSN."""
-        if self._dsn_source:
-            return f"the {' and '.join(f.lower() for f in fields)} in {self._dsn_source}"
-        return " and ".join(f"{self.env_prefix}_{f}" for f in fields)
-
-    def describe(self) -> str:
-        table = f"{self.table.schema}.{self.table.name}" if self.table.schema else self.table.name
-        return f"{self.name} ({self.location}, table {table})"
+        return await self._read("reading", fetch)

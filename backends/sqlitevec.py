@@ -26,8 +26,7 @@ import json
 import os
 import re
 import sqlite3
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any, TypeVar
 
@@ -40,7 +39,7 @@ from sqlalchemy.pool import StaticPool
 from memchat.engine.model import BackendError, ConfigError, Entry, UserKey
 
 from .base import resolve_dimension, resolve_timeout
-from .sql import SQLStore, short_identifier
+from .sql import SQLStore, VectorChange, short_identifier
 from .sqlite import SQLiteStore, _install_transaction_control, default_path, parse_dsn
 
 T = TypeVar("T")
@@ -118,49 +117,6 @@ def _blob(vector: Sequence[float]) -> bytes:
     import numpy as np
 
     return np.asarray(vector, dtype="<f4").tobytes()
-
-
-class _VecTransaction:
-    """The SQL transaction, with the vector written beside the row."""
-
-    def __init__(self, store: SQLiteVecStore, inner: Any, key: UserKey) -> None:
-        self._store, self._inner, self._key = store, inner, key
-
-    @property
-    def _conn(self) -> AsyncConnection:
-        return self._inner._conn
-
-    async def get(self, memory_id: str) -> Entry | None:
-        return await self._inner.get(memory_id)
-
-    async def put(self, entry: Entry, vector: Sequence[float] | None = None) -> None:
-        await self._inner.put(entry)
-        conn: AsyncConnection = self._inner._conn
-        vec = self._store._vec_name
-        key = self._store._vec_key(self._key, entry.id)
-        active = 0 if entry.is_deleted else 1
-        if vector is None:
-            await conn.exec_driver_sql(f'UPDATE "{vec}" SET active = ? WHERE key = ?', (active, key))
-            return
-        if len(vector) != self._store.dimension:
-            raise BackendError(
-                f"embedding dimension mismatch: expected {self._store.dimension}, got {len(vector)}"
-            )
-        await conn.exec_driver_sql(f'DELETE FROM "{vec}" WHERE key = ?', (key,))
-        await conn.exec_driver_sql(
-            f'INSERT INTO "{vec}" (key, user_key, active, embedding) VALUES (?, ?, ?, ?)',
-            (key, self._store._user_key(self._key), active, _blob(vector)),
-        )
-
-    async def remove(self, memory_id: str) -> None:
-        await self._inner.remove(memory_id)
-        key = self._store._vec_key(self._key, memory_id)
-        await self._inner._conn.exec_driver_sql(
-            f'DELETE FROM "{self._store._vec_name}" WHERE key = ?', (key,)
-        )
-
-    async def count_active(self) -> int:
-        return await self._inner.count_active()
 
 
 class SQLiteVecStore(SQLiteStore):
@@ -255,66 +211,55 @@ class SQLiteVecStore(SQLiteStore):
     def describe(self) -> str:
         return f"{self.name} ({self.location}, {self.dimension}-dimensional vectors)"
 
-    async def atomic(self, key: UserKey, work: Callable[[Any], Awaitable[T]]) -> T:
-        return await super().atomic(key, lambda tx: work(_VecTransaction(self, tx, key)))
-
-    async def clear(self, key: UserKey, *, deleted_at: datetime | None) -> int:
-        t = self.table
+    async def write_vector(self, conn: AsyncConnection, key: UserKey, change: VectorChange) -> None:
+        """Keep the vec0 index beside the rows, in the same transaction."""
         vec = self._vec_name
-
-        async def work(tx: _VecTransaction) -> int:
-            conn: AsyncConnection = tx._inner._conn
-            active = await tx.count_active()
-            await self.keyword_index.clear(conn, key)
-            user = self._user_key(key)
-            if deleted_at is None:
-                await conn.execute(sa.delete(t).where(self._scope(key)))
-                await conn.exec_driver_sql(f'DELETE FROM "{vec}" WHERE user_key = ?', (user,))
-            else:
-                await conn.execute(
-                    sa.update(t)
-                    .where(self._scope(key), t.c.deleted_at.is_(None))
-                    .values(deleted_at=_micros(deleted_at))
+        if change.kind == "put":
+            vec_key = self._vec_key(key, change.memory_id)
+            active = 1 if change.active else 0
+            if change.vector is None:
+                await conn.exec_driver_sql(f'UPDATE "{vec}" SET active = ? WHERE key = ?', (active, vec_key))
+                return
+            if len(change.vector) != self.dimension:
+                raise BackendError(
+                    f"embedding dimension mismatch: expected {self.dimension}, got {len(change.vector)}"
                 )
-                # vec0 cannot UPDATE through a partition-key filter: one key at a time.
-                keys = (
-                    await conn.exec_driver_sql(
-                        f'SELECT key FROM "{vec}" WHERE user_key = ? AND active = 1', (user,)
-                    )
-                ).all()
-                for (vec_key,) in keys:
-                    await conn.exec_driver_sql(f'UPDATE "{vec}" SET active = 0 WHERE key = ?', (vec_key,))
-            return active
-
-        return await self.atomic(key, work)
+            await conn.exec_driver_sql(f'DELETE FROM "{vec}" WHERE key = ?', (vec_key,))
+            await conn.exec_driver_sql(
+                f'INSERT INTO "{vec}" (key, user_key, active, embedding) VALUES (?, ?, ?, ?)',
+                (vec_key, self._user_key(key), active, _blob(change.vector)),
+            )
+        elif change.kind == "remove":
+            await conn.exec_driver_sql(
+                f'DELETE FROM "{vec}" WHERE key = ?', (self._vec_key(key, change.memory_id),)
+            )
+        elif change.kind == "remove_user":
+            await conn.exec_driver_sql(f'DELETE FROM "{vec}" WHERE user_key = ?', (self._user_key(key),))
+        else:  # tombstone_user: vec0 cannot UPDATE through a partition-key filter, so one key at a time
+            keys = (
+                await conn.exec_driver_sql(
+                    f'SELECT key FROM "{vec}" WHERE user_key = ? AND active = 1', (self._user_key(key),)
+                )
+            ).all()
+            for (vec_key,) in keys:
+                await conn.exec_driver_sql(f'UPDATE "{vec}" SET active = 0 WHERE key = ?', (vec_key,))
 
     async def vector_candidates(self, key: UserKey, vector: Sequence[float], k: int) -> list[Entry]:
         if k <= 0:
             return []
         if len(vector) != self.dimension:
             raise BackendError(f"embedding dimension mismatch: expected {self.dimension}, got {len(vector)}")
-        t = self.table
 
         async def fetch(conn: AsyncConnection) -> list[Entry]:
-            rows = (
+            rows: Sequence[Any] = (
                 await conn.exec_driver_sql(
                     f'SELECT key, distance FROM "{self._vec_name}" WHERE embedding MATCH ? AND k = ? '
                     "AND user_key = ? AND active = 1 ORDER BY distance",
                     (_blob(vector), int(k), self._user_key(key)),
                 )
             ).all()
-            if not rows:
-                return []
-            distance = {json.loads(r[0])[2]: float(r[1]) for r in rows}
-            found: dict[str, Entry] = {}
-            ids = list(distance)
-            for start in range(0, len(ids), 500):
-                stmt = sa.select(t).where(
-                    self._scope(key), t.c.memory_id.in_(ids[start : start + 500]), t.c.deleted_at.is_(None)
-                )
-                for row in (await conn.execute(stmt)).all():
-                    found[row.memory_id] = self._entry(row)
-            return [found[i].with_score(1.0 - distance[i]) for i in ids if i in found]
+            scores = {json.loads(r[0])[2]: 1.0 - float(r[1]) for r in rows}
+            return await self._fetch_scored(conn, key, scores)
 
         return await self._read("searching", fetch)
 
@@ -329,10 +274,12 @@ class SQLiteVecStore(SQLiteStore):
             for start in range(0, len(wanted), 500):
                 batch = wanted[start : start + 500]
                 marks = ", ".join("?" * len(batch))
-                rows = await conn.exec_driver_sql(
-                    f'SELECT key, embedding FROM "{vec}" WHERE key IN ({marks})', tuple(batch)
-                )
-                for vec_key, blob in rows.all():
+                rows: Sequence[Any] = (
+                    await conn.exec_driver_sql(
+                        f'SELECT key, embedding FROM "{vec}" WHERE key IN ({marks})', tuple(batch)
+                    )
+                ).all()
+                for vec_key, blob in rows:
                     found[keys[vec_key]] = numpy.frombuffer(bytes(blob), dtype="<f4").astype(float).tolist()
             return found
 
@@ -385,9 +332,3 @@ class SQLiteVecStore(SQLiteStore):
         await self._write_all(
             "forgetting the old vectors", lambda conn: conn.exec_driver_sql(f'DELETE FROM "{vec}"')
         )
-
-
-def _micros(value: datetime) -> int:
-    from memchat.engine.model import to_micros
-
-    return to_micros(value)

@@ -7,9 +7,23 @@ backend, a laptop may run what it can.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from tests.support import REQUIRE_SERVICES
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_test_servers() -> Iterator[None]:
+    """At the session's end: delete the namespaces tests made on shared servers,
+    then stop the throwaway servers tests started (both happen on first use)."""
+    yield
+    from tests.conformance.harness import cleanup_namespaces
+    from tests.vector_servers import stop_servers
+
+    cleanup_namespaces()
+    stop_servers()
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from memchat.engine import BackendError, ConfigError, MemoryService, Metadata, UserKey
-from tests import vector_contract as contract
+from tests.conformance import vector_contract as contract
 from tests.support import require
 from tests.vector_servers import ServerUnavailable, chroma_url
 
@@ -71,41 +71,12 @@ async def make_store(url: str, client: Any) -> AsyncIterator[Any]:
         client.delete_collection(name)
 
 
-# -- the vector contract -------------------------------------------------------
+# -- capabilities (the vector contract itself: tests/conformance/test_vector_contract.py) ----
 
 
-async def test_declares_vector_search_without_transactions_or_processes(make_store) -> None:
-    await contract.check_protocol(make_store)
+async def test_declares_no_transactions_or_processes(make_store) -> None:
     caps = (await make_store()).capabilities
     assert caps.persistent and not caps.transactions and not caps.multi_process
-
-
-async def test_ranking_and_exact_cosine_scores(make_store) -> None:
-    await contract.check_ranking_and_scores(make_store)
-
-
-async def test_put_without_a_vector_keeps_the_stored_embedding(make_store) -> None:
-    await contract.check_none_keeps_the_stored_embedding(make_store)
-
-
-async def test_a_failed_section_changes_nothing(make_store) -> None:
-    await contract.check_failed_section_changes_nothing(make_store)
-
-
-async def test_a_vector_of_the_wrong_dimension_is_rejected(make_store) -> None:
-    await contract.check_wrong_dimension_is_rejected(make_store)
-
-
-async def test_a_user_crowded_out_by_another_still_gets_k(make_store) -> None:
-    await contract.check_crowded_user_still_gets_k(make_store)
-
-
-async def test_two_store_objects_serialise_one_user(make_store) -> None:
-    await contract.check_store_objects_share_the_user_lock(lambda: make_store(dimension=384))
-
-
-async def test_semantic_and_hybrid_search_with_the_offline_embedder(make_store) -> None:
-    await contract.check_semantic_search_with_the_offline_embedder(make_store)
 
 
 # -- records and sections --------------------------------------------------------

@@ -1,5 +1,5 @@
 """What is specific to the sqlitevec and mysqlvec stores: the shared vector
-contract (tests/vector_contract.py), their index layout, the dimension of an
+contract (tests/conformance/test_vector_contract.py), their index layout, the dimension of an
 existing index, their variables, and how they pick an SQLite that can load
 extensions / a native vector type. The behaviour every backend shares is in
 tests/conformance.
@@ -17,7 +17,7 @@ import pytest
 from backends import create
 from memchat.engine import BackendError, MemoryService, UserKey
 from memchat.engine.vectors import NO_EMBEDDER
-from tests import vector_contract as contract
+from tests.conformance import vector_contract as contract
 from tests.support import require
 
 MYSQL_DSN = os.environ.get("MEMCHAT_TEST_MYSQL_DSN") or "mysql://root@127.0.0.1:3306/test"
@@ -92,39 +92,7 @@ async def make_store(request: pytest.FixtureRequest, tmp_path) -> AsyncIterator[
         _drop_mysql(tables)
 
 
-# -- the vector contract ---------------------------------------------------------
-
-
-async def test_declares_vector_search(make_store) -> None:
-    await contract.check_protocol(make_store)
-
-
-async def test_ranking_and_exact_cosine_scores(make_store) -> None:
-    await contract.check_ranking_and_scores(make_store)
-
-
-async def test_put_without_a_vector_keeps_the_stored_embedding(make_store) -> None:
-    await contract.check_none_keeps_the_stored_embedding(make_store)
-
-
-async def test_a_failed_section_writes_no_row_and_no_vector(make_store) -> None:
-    await contract.check_failed_section_changes_nothing(make_store)
-
-
-async def test_a_vector_of_the_wrong_dimension_is_rejected(make_store) -> None:
-    await contract.check_wrong_dimension_is_rejected(make_store)
-
-
-async def test_a_user_crowded_out_by_another_still_gets_k(make_store) -> None:
-    await contract.check_crowded_user_still_gets_k(make_store)
-
-
-async def test_two_store_objects_serialise_one_user(make_store) -> None:
-    await contract.check_store_objects_share_the_user_lock(lambda: make_store(dimension=384))
-
-
-async def test_semantic_and_hybrid_search_with_the_offline_embedder(make_store) -> None:
-    await contract.check_semantic_search_with_the_offline_embedder(make_store)
+# (The vector contract itself: tests/conformance/test_vector_contract.py.)
 
 
 # -- both ----------------------------------------------------------------------

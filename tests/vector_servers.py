@@ -11,16 +11,16 @@
   server instead.
 
 Each server is started at most once per test session (process), shared by
-every test, and stopped with its data deleted when the process exits. A small
-watchdog process does the same if the test process dies without running its
-exit handlers. Every wait is bounded; a server that cannot be started is a
-``ServerUnavailable`` whose message says why (callers turn it into a skip, or
-a failure under MEMCHAT_REQUIRE_SERVICES).
+every test, and stopped with its data deleted when the session ends (the
+session-scoped fixture in tests/conftest.py calls ``stop_servers``). A small
+watchdog process does the same if the test process dies first. Every wait is
+bounded; a server that cannot be started is a ``ServerUnavailable`` whose
+message says why (callers turn it into a skip, or a failure under
+MEMCHAT_REQUIRE_SERVICES).
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import hashlib
 import importlib.util
@@ -86,7 +86,7 @@ shutil.rmtree(base, ignore_errors=True)
 
 
 def _start_watchdog(kind: str, base: Path, *args: str) -> subprocess.Popen:
-    """A process that cleans up after us if we die without running atexit."""
+    """A process that cleans up after us if we die before the session ends."""
     return subprocess.Popen(
         [sys.executable, "-c", _WATCHDOG, str(os.getpid()), kind, str(base), *args],
         stdin=subprocess.DEVNULL,
@@ -339,6 +339,8 @@ class ChromaServer:
 
 _lock = threading.Lock()
 _started: dict[str, str | ServerUnavailable] = {}
+#: The servers this session started, stopped by ``stop_servers``.
+_running: list[PgVectorServer | ChromaServer] = []
 
 
 def _shared(kind: str, start: type[PgVectorServer] | type[ChromaServer]) -> str:
@@ -346,10 +348,8 @@ def _shared(kind: str, start: type[PgVectorServer] | type[ChromaServer]) -> str:
         if kind not in _started:
             try:
                 server = start()
-                try:
-                    server.start()
-                finally:
-                    atexit.register(server.stop)
+                _running.append(server)  # stopped at the session's end, even half-started
+                server.start()
                 _started[kind] = server.dsn if isinstance(server, PgVectorServer) else server.url
             except ServerUnavailable as exc:
                 _started[kind] = exc
@@ -371,3 +371,11 @@ def chroma_url() -> str:
     """The URL of a Chroma server: MEMCHAT_TEST_CHROMA_URL, or one started now
     for the rest of the session."""
     return os.environ.get("MEMCHAT_TEST_CHROMA_URL") or _shared("chroma", ChromaServer)
+
+
+def stop_servers() -> None:
+    """Stop every server this session started and delete its data (the session's end)."""
+    with _lock:
+        while _running:
+            _running.pop().stop()
+        _started.clear()

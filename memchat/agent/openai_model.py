@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import os
-import re
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from memchat.agent.llm import ModelConfig, ModelError, ModelEvent, ModelReply, TextChunk, ToolCall, Usage
-from memchat.engine.secrets import redact
+from memchat.engine.secrets import redact, redact_keys
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; openai is imported lazily
     from openai import AsyncOpenAI
@@ -33,7 +32,6 @@ _NO_KEY = "not-set"
 #: Status codes worth another try (the same set the SDK retries).
 _RETRYABLE = frozenset({408, 409, 429})
 #: Anything that looks like a secret key in server text (``sk-...``, ``sk-proj-...``, masked forms).
-_KEYLIKE = re.compile(r"\b(?:sk|pk|rk|key)-[A-Za-z0-9_*\-]{3,}", re.IGNORECASE)
 
 
 def _resolve_base_url(config: ModelConfig) -> str:
@@ -390,8 +388,7 @@ def _server_detail(exc: Any, secrets: list[str], limit: int = 160) -> str:
         message = body
     if not isinstance(message, str):
         return ""
-    message = redact(" ".join(message.split()), secrets)
-    message = _KEYLIKE.sub("***", message)
+    message = redact_keys(" ".join(message.split()), secrets)
     return message if len(message) <= limit else message[: limit - 1] + "…"
 
 

@@ -39,7 +39,6 @@ import hashlib
 import importlib.util
 import math
 import os
-import re
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -624,9 +623,9 @@ class OpenAIEmbedder:
 
     def _scrub(self, text: str) -> str:
         """``text`` without the key or any piece of it of 8+ characters."""
-        from .secrets import redact
+        from .secrets import redact_keys
 
-        return re.sub(r"sk-[A-Za-z0-9_\-*]{6,}", "sk-***", redact(text, [self._api_key]))
+        return redact_keys(text, [self._api_key])
 
     def _explain(self, exc: Exception) -> str:
         import openai

@@ -3,20 +3,25 @@
 A server that rejects a key often echoes part of it ("Incorrect API key
 provided: sk-abc…xyz"), and a driver may quote a connection string. ``redact``
 masks the whole secret and every piece of it of ``MIN_FRAGMENT`` (8) or more
-characters, wherever it appears in a message.
+characters, wherever it appears in a message; ``redact_keys`` also masks
+whatever looks like an API key (a server may quote a key we never had).
+Every message that could hold a secret goes through one of these two.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
-__all__ = ["MASK", "MIN_FRAGMENT", "MIN_SECRET", "redact"]
+__all__ = ["KEY_LIKE", "MASK", "MIN_FRAGMENT", "MIN_SECRET", "redact", "redact_keys"]
 
 MASK = "***"
 #: The shortest piece of a secret that is masked on its own.
 MIN_FRAGMENT = 8
 #: Shorter secrets are left alone: masking every "ab" would garble the text and hide nothing.
 MIN_SECRET = 4
+#: What an API key looks like (``sk-…``, ``pk-…``, ``rk-…``, ``key-…``).
+KEY_LIKE = re.compile(r"\b(?:sk|pk|rk|key)-[A-Za-z0-9_*\-]{3,}", re.IGNORECASE)
 
 
 def redact(text: str, secrets: Iterable[str | None], min_fragment: int = MIN_FRAGMENT) -> str:
@@ -54,3 +59,8 @@ def redact(text: str, secrets: Iterable[str | None], min_fragment: int = MIN_FRA
             out.append(text[i])
             i += 1
     return "".join(out)
+
+
+def redact_keys(text: str, secrets: Iterable[str | None]) -> str:
+    """``redact(text, secrets)``, and every key-like word (``KEY_LIKE``) masked too."""
+    return KEY_LIKE.sub(MASK, redact(text, secrets))

@@ -18,11 +18,13 @@ memory service or loading an embedder.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from .store import SessionStore
 
 if TYPE_CHECKING:
+    from backends.redis import RedisStore
+    from backends.sql import SQLStore
     from memchat.settings import Settings
 
 #: Memory backends whose sessions live elsewhere: backend → the registry name used for sessions.
@@ -47,10 +49,11 @@ def create_session_store(settings: Settings, memory_store: Any | None = None) ->
         return InMemorySessionStore()
     owns = memory_store is None or backend != settings.memory
     store = create(backend, env=settings.env, timeout=settings.timeout) if owns else memory_store
+    # session_backend(settings.memory) names the family of the store built or given.
     if backend == "redis":
         from .redis import RedisSessionStore
 
-        return RedisSessionStore(store, owns_store=owns)
+        return RedisSessionStore(cast("RedisStore", store), owns_store=owns)
     from .sql import SQLSessionStore
 
-    return SQLSessionStore(store, owns_store=owns)
+    return SQLSessionStore(cast("SQLStore", store), owns_store=owns)

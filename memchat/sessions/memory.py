@@ -57,15 +57,6 @@ class InMemorySessionStore:
         found = self._sessions.get(key, {}).get(session_id)
         return list(found[1]) if found else []
 
-    async def list(self, key: UserKey, *, query: str = "", limit: int = 0) -> list[SessionInfo]:
-        found = [
-            info
-            for info, records in self._sessions.get(key, {}).values()
-            if not query or matches(query, info.title, [search_text(r) for r in records])
-        ]
-        found.sort(key=lambda info: (info.updated_at, info.id), reverse=True)
-        return found[:limit] if limit > 0 else found
-
     async def rename(self, key: UserKey, session_id: str, title: str) -> SessionInfo:
         title = check_title(title)
         async with self._lock:
@@ -88,3 +79,13 @@ class InMemorySessionStore:
 
     async def inputs(self, key: UserKey, limit: int = INPUT_HISTORY) -> list[str]:
         return self._inputs.get(key, [])[-limit:] if limit > 0 else []
+
+    # Last in the class: below it, ``list`` would name this method, not the builtin.
+    async def list(self, key: UserKey, *, query: str = "", limit: int = 0) -> list[SessionInfo]:
+        found = [
+            info
+            for info, records in self._sessions.get(key, {}).values()
+            if not query or matches(query, info.title, [search_text(r) for r in records])
+        ]
+        found.sort(key=lambda info: (info.updated_at, info.id), reverse=True)
+        return found[:limit] if limit > 0 else found

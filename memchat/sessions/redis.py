@@ -75,7 +75,7 @@ class RedisSessionStore:
         )
 
     async def _run(self, action: str, fn: Any) -> Any:
-        return await self.store._run(action, fn)
+        return await self.store.run(action, fn)
 
     # -- SessionStore ----------------------------------------------------
 
@@ -89,7 +89,7 @@ class RedisSessionStore:
             async with client.pipeline(transaction=True) as pipe:
                 pipe.hsetnx(info_key, "title", storable(session.title))
                 pipe.hsetnx(info_key, "created_at", micros(session.created_at))
-                fields = {"updated_at": updated}
+                fields: dict[str, int | str] = {"updated_at": updated}
                 if session.model:
                     fields["model"] = session.model
                 if session.backend:
@@ -118,31 +118,6 @@ class RedisSessionStore:
             return await client.lrange(self._records_key(key, session_id), 0, -1)
 
         return [_decode(raw, i) for i, raw in enumerate(await self._run("reading sessions", fetch))]
-
-    async def list(self, key: UserKey, *, query: str = "", limit: int = 0) -> list[SessionInfo]:
-        async def fetch(client: Any) -> list[tuple[SessionInfo, list[str]]]:
-            ids = await client.zrevrange(self._base(key), 0, -1)
-            async with client.pipeline(transaction=False) as pipe:
-                for session_id in ids:
-                    pipe.hgetall(self._info_key(key, session_id))
-                    if query:
-                        pipe.lrange(self._records_key(key, session_id), 0, -1)
-                replies = await pipe.execute()
-            step = 2 if query else 1
-            return [
-                (self._info(session_id, replies[i * step]), replies[i * step + 1] if query else [])
-                for i, session_id in enumerate(ids)
-                if replies[i * step]
-            ]
-
-        found = await self._run("reading sessions", fetch)
-        infos = [
-            info
-            for info, raws in found
-            if not query or matches(query, info.title, [search_text(_decode(raw, 0)) for raw in raws])
-        ]
-        infos.sort(key=lambda info: (info.updated_at, info.id), reverse=True)
-        return infos[:limit] if limit > 0 else infos
 
     async def rename(self, key: UserKey, session_id: str, title: str) -> SessionInfo:
         title = check_title(title)
@@ -186,6 +161,32 @@ class RedisSessionStore:
         return await self._run(
             "reading the input history", lambda c: c.lrange(self._base(key) + ":inputs", -limit, -1)
         )
+
+    # Last in the class: below it, ``list`` would name this method, not the builtin.
+    async def list(self, key: UserKey, *, query: str = "", limit: int = 0) -> list[SessionInfo]:
+        async def fetch(client: Any) -> list[tuple[SessionInfo, list[str]]]:
+            ids = await client.zrevrange(self._base(key), 0, -1)
+            async with client.pipeline(transaction=False) as pipe:
+                for session_id in ids:
+                    pipe.hgetall(self._info_key(key, session_id))
+                    if query:
+                        pipe.lrange(self._records_key(key, session_id), 0, -1)
+                replies = await pipe.execute()
+            step = 2 if query else 1
+            return [
+                (self._info(session_id, replies[i * step]), replies[i * step + 1] if query else [])
+                for i, session_id in enumerate(ids)
+                if replies[i * step]
+            ]
+
+        found = await self._run("reading sessions", fetch)
+        infos = [
+            info
+            for info, raws in found
+            if not query or matches(query, info.title, [search_text(_decode(raw, 0)) for raw in raws])
+        ]
+        infos.sort(key=lambda info: (info.updated_at, info.id), reverse=True)
+        return infos[:limit] if limit > 0 else infos
 
 
 def _encode(record: SessionRecord) -> str:

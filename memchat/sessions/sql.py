@@ -27,7 +27,6 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.dialects.mysql import MEDIUMTEXT
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from backends.sql import SQLStore, short_identifier
 from backends.sqlite import SQLiteStore
@@ -165,14 +164,8 @@ class SQLSessionStore:
         if self._file is not None:
             return await self._file.run(action, body, write=write)
         if not write:
-            return await self.store._read(action, lambda conn: conn.run_sync(body))
-
-        async def section(conn: AsyncConnection) -> T:
-            if key is not None:
-                await self.store._begin_user(conn, key)
-            return await conn.run_sync(body)
-
-        return await self.store._in_write_transaction(action, section)
+            return await self.store.run_read(action, lambda conn: conn.run_sync(body))
+        return await self.store.run_write(action, lambda conn: conn.run_sync(body), key=key)
 
     async def _read(self, body: Callable[[sa.Connection], T]) -> T:
         await self.open()
@@ -227,7 +220,7 @@ class SQLSessionStore:
                     ],
                 )  # fmt: skip
             updated = records[-1].created_at if records else info.updated_at
-            values = {
+            values: dict[str, Any] = {
                 "updated_at": micros(updated),
                 "message_count": counted,
                 "record_count": base + len(records),
@@ -273,31 +266,6 @@ class SQLSessionStore:
         def fetch(conn: sa.Connection) -> list[SessionRecord]:
             rows = conn.execute(stmt)
             return [SessionRecord.from_payload(row.payload, row.created_at, row.seq) for row in rows]
-
-        return await self._read(fetch)
-
-    async def list(self, key: UserKey, *, query: str = "", limit: int = 0) -> list[SessionInfo]:
-        s, r = self.sessions, self.records_table
-        stmt = sa.select(*s.c).where(self._user(s, key))
-        if query:
-            needle = query.casefold()
-            holds = (
-                sa.select(sa.literal(1))
-                .where(
-                    r.c.app_name == s.c.app_name,
-                    r.c.user_id == s.c.user_id,
-                    r.c.session_id == s.c.session_id,
-                    r.c.search_text.contains(needle, autoescape=True),
-                )
-                .exists()
-            )  # fmt: skip
-            stmt = stmt.where(sa.or_(sa.func.lower(s.c.title).contains(needle, autoescape=True), holds))
-        stmt = stmt.order_by(s.c.updated_at.desc(), s.c.session_id.desc())
-        if limit > 0:
-            stmt = stmt.limit(limit)
-
-        def fetch(conn: sa.Connection) -> list[SessionInfo]:
-            return [self._info(row) for row in conn.execute(stmt)]
 
         return await self._read(fetch)
 
@@ -362,6 +330,32 @@ class SQLSessionStore:
 
         return await self._read(fetch)
 
+    # Last in the class: below it, ``list`` would name this method, not the builtin.
+    async def list(self, key: UserKey, *, query: str = "", limit: int = 0) -> list[SessionInfo]:
+        s, r = self.sessions, self.records_table
+        stmt = sa.select(*s.c).where(self._user(s, key))
+        if query:
+            needle = query.casefold()
+            holds = (
+                sa.select(sa.literal(1))
+                .where(
+                    r.c.app_name == s.c.app_name,
+                    r.c.user_id == s.c.user_id,
+                    r.c.session_id == s.c.session_id,
+                    r.c.search_text.contains(needle, autoescape=True),
+                )
+                .exists()
+            )  # fmt: skip
+            stmt = stmt.where(sa.or_(sa.func.lower(s.c.title).contains(needle, autoescape=True), holds))
+        stmt = stmt.order_by(s.c.updated_at.desc(), s.c.session_id.desc())
+        if limit > 0:
+            stmt = stmt.limit(limit)
+
+        def fetch(conn: sa.Connection) -> list[SessionInfo]:
+            return [self._info(row) for row in conn.execute(stmt)]
+
+        return await self._read(fetch)
+
 
 def _table_options(store: SQLStore) -> dict[str, Any]:
     """MySQL's engine and character set, as the memories table has them."""
@@ -395,7 +389,7 @@ class SQLiteFile:
         try:
             return await asyncio.to_thread(self._call, body, write)
         except (SQLAlchemyError, OSError) as exc:
-            raise self.store._error(action, exc) from exc
+            raise self.store.failure(action, exc) from exc
 
     def close(self) -> None:
         self.engine.dispose()

@@ -48,11 +48,6 @@ class SessionStore(Protocol):
         """Every record of the session in order ([] when there is none)."""
         ...
 
-    async def list(self, key: UserKey, *, query: str = "", limit: int = 0) -> list[SessionInfo]:
-        """Sessions, most recently active first; ``query`` keeps those whose title
-        or any message holds it (case-insensitive); ``limit`` 0 = all."""
-        ...
-
     async def rename(self, key: UserKey, session_id: str, title: str) -> SessionInfo:
         """Raises SessionNotFoundError."""
         ...
@@ -67,6 +62,12 @@ class SessionStore(Protocol):
 
     async def inputs(self, key: UserKey, limit: int = INPUT_HISTORY) -> list[str]:
         """The newest ``limit`` inputs, oldest first."""
+        ...
+
+    # Last in the class: below it, ``list`` would name this method, not the builtin.
+    async def list(self, key: UserKey, *, query: str = "", limit: int = 0) -> list[SessionInfo]:
+        """Sessions, most recently active first; ``query`` keeps those whose title
+        or any message holds it (case-insensitive); ``limit`` 0 = all."""
         ...
 
 

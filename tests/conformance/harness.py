@@ -46,12 +46,11 @@ def _sqlite(tmp_path: Path) -> Harness:
     return Harness("sqlite", {"dsn": f"sqlite:///{tmp_path / f'mem-{uuid.uuid4().hex[:8]}.db'}"})
 
 
-#: (url, key prefix) of every Redis namespace handed out; deleted at exit.
+#: (url, key prefix) of every Redis namespace handed out; deleted at the session's end.
 _REDIS_NAMESPACES: list[tuple[str, str]] = []
 
 
 def _redis(tmp_path: Path) -> Harness:
-    import atexit
     import os
 
     from tests.support import require
@@ -62,8 +61,6 @@ def _redis(tmp_path: Path) -> Harness:
         require(False, "the redis package is not installed: pip install 'memchat[redis]'")
     url = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
     require(_redis_reachable(url), f"Redis is not reachable at {mask_url(url)}: start it or set REDIS_URL")
-    if not _REDIS_NAMESPACES:
-        atexit.register(_redis_cleanup)
     prefix = f"memchat-test:{uuid.uuid4().hex}:"
     _REDIS_NAMESPACES.append((url, prefix))
     return Harness("redis", {"url": url, "key_prefix": prefix})
@@ -95,7 +92,7 @@ def _redis_cleanup() -> None:
             pass
 
 
-#: (backend, DSN, table) of every SQL-server table handed out; dropped at exit.
+#: (backend, DSN, table) of every SQL-server table handed out; dropped at the session's end.
 _SQL_TABLES: list[tuple[str, str, str]] = []
 _SQL_REACHABLE: dict[tuple[str, str], str | None] = {}
 
@@ -132,7 +129,6 @@ def _postgres(tmp_path: Path) -> Harness:
 
 def _sql_server(name: str, env: str, default: str, product: str) -> Harness:
     """A uniquely named table on the test database of a running server."""
-    import atexit
     import os
 
     from tests.support import require
@@ -142,8 +138,6 @@ def _sql_server(name: str, env: str, default: str, product: str) -> Harness:
         _SQL_REACHABLE[name, dsn] = _sql_unreachable(name, dsn, product, env)
     problem = _SQL_REACHABLE[name, dsn]
     require(problem is None, problem or "")
-    if not _SQL_TABLES:
-        atexit.register(_sql_cleanup)
     table = f"memchat_test_{uuid.uuid4().hex[:16]}"
     _SQL_TABLES.append((name, dsn, table))
     return Harness(name, {"dsn": dsn, "table": table})
@@ -228,9 +222,8 @@ def _import_problem(name: str) -> str | None:
 
 def _pgvector(tmp_path: Path) -> Harness:
     """A uniquely named table on a PostgreSQL with pgvector: the one in
-    MEMCHAT_TEST_PGVECTOR_DSN (tables dropped at exit), else a throwaway
-    server started once for the session (tests/vector_servers.py)."""
-    import atexit
+    MEMCHAT_TEST_PGVECTOR_DSN (tables dropped at the session's end), else a
+    throwaway server started once for the session (tests/vector_servers.py)."""
     import os
 
     from tests.support import require
@@ -244,21 +237,18 @@ def _pgvector(tmp_path: Path) -> Harness:
         require(False, str(exc))
     table = f"memchat_test_{uuid.uuid4().hex[:16]}"
     if os.environ.get("MEMCHAT_TEST_PGVECTOR_DSN"):
-        if not _SQL_TABLES:
-            atexit.register(_sql_cleanup)
         _SQL_TABLES.append(("pgvector", dsn, table))
     return Harness("pgvector", {"dsn": dsn, "table": table})
 
 
-#: (url, collection) made on an external Chroma server; deleted at exit.
+#: (url, collection) made on an external Chroma server; deleted at the session's end.
 _CHROMA_COLLECTIONS: list[tuple[str, str]] = []
 
 
 def _chromadb(tmp_path: Path) -> Harness:
     """A uniquely named collection on a Chroma server: MEMCHAT_TEST_CHROMA_URL
-    (collections deleted at exit), else a throwaway ``chroma run`` started once
-    for the session (tests/vector_servers.py)."""
-    import atexit
+    (collections deleted at the session's end), else a throwaway ``chroma run``
+    started once for the session (tests/vector_servers.py)."""
     import os
 
     from tests.support import require
@@ -272,8 +262,6 @@ def _chromadb(tmp_path: Path) -> Harness:
         require(False, str(exc))
     collection = f"memchat-test-{uuid.uuid4().hex[:16]}"
     if os.environ.get("MEMCHAT_TEST_CHROMA_URL"):
-        if not _CHROMA_COLLECTIONS:
-            atexit.register(_chroma_cleanup)
         _CHROMA_COLLECTIONS.append((url, collection))
     return Harness("chromadb", {"url": url, "collection": collection})
 
@@ -294,6 +282,20 @@ def _chroma_cleanup() -> None:
                         client.delete_collection(name)
     except Exception:
         pass
+
+
+def cleanup_namespaces() -> None:
+    """Delete every namespace this session handed out on a shared server
+    (the session's end: the fixture in tests/conftest.py calls it)."""
+    if _REDIS_NAMESPACES:
+        _redis_cleanup()
+    if _SQL_TABLES:
+        _sql_cleanup()
+    if _CHROMA_COLLECTIONS:
+        _chroma_cleanup()
+    _REDIS_NAMESPACES.clear()
+    _SQL_TABLES.clear()
+    _CHROMA_COLLECTIONS.clear()
 
 
 #: name → builder of a fresh harness. Order is the order tests run in.

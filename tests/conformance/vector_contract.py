@@ -1,7 +1,7 @@
 """What every vector store must do with the vectors it is given, checked with
 small hand-made vectors (a store needs vectors, not text), so each check knows
-the exact cosine it expects. The backend test modules call these with their
-own store factory.
+the exact cosine it expects. test_vector_contract.py runs the checks on
+every vector backend; the backend test modules use the helpers.
 """
 
 from __future__ import annotations

@@ -1,0 +1,100 @@
+"""How the Chroma store keeps a memory: one record per (app, user, memory
+ID), its document the memory text, its metadata every other field (times in
+microseconds, reference §4.11); and the filters that select a user's records."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+from memchat.engine.model import Entry, Memory, UserKey, from_micros, to_micros
+
+T = TypeVar("T")
+
+SCHEMA_VERSION = 1
+#: Collection metadata keys.
+MARK_BACKEND, MARK_SCHEMA, MARK_DIMENSION = "memchat_backend", "memchat_schema_version", "memchat_dimension"
+#: Prefix of the metadata keys holding ``write_meta`` records.
+MARK_META = "memchat_meta_"
+
+
+def record_id(key: UserKey, memory_id: str) -> str:
+    """The Chroma ID of a memory: the hash of (app, user, memory ID)."""
+    return hashlib.sha256(f"{key.app}\0{key.user}\0{memory_id}".encode()).hexdigest()
+
+
+def user_filter(key: UserKey, *, active: bool, embedded: bool = False) -> dict[str, Any]:
+    clauses: list[dict[str, Any]] = [{"app_name": key.app}, {"user_id": key.user}]
+    if active:
+        clauses.append({"deleted_at_us": 0})
+    if embedded:
+        clauses.append({"has_embedding": True})
+    return {"$and": clauses}
+
+
+def record_metadata(entry: Entry, has_embedding: bool) -> dict[str, Any]:
+    m = entry.memory
+    # None removes a key (an upsert merges metadata into the stored record).
+    return {
+        MARK_SCHEMA: SCHEMA_VERSION,
+        "app_name": entry.app,
+        "user_id": entry.user,
+        "memory_id": entry.id,
+        "kind": m.kind or "fact",
+        "has_event_time": m.event_time is not None,
+        "event_time_us": to_micros(m.event_time) if m.event_time is not None else None,
+        "topics": list(m.topics) or None,
+        "participants": list(m.participants) or None,
+        "location": m.location or "",
+        "created_at_us": to_micros(entry.created_at),
+        "updated_at_us": to_micros(entry.updated_at),
+        "deleted_at_us": to_micros(entry.deleted_at) if entry.deleted_at is not None else 0,
+        "has_embedding": has_embedding,
+    }
+
+
+def record_entry(document: str | None, meta: Mapping[str, Any]) -> Entry:
+    memory = Memory(
+        text=document or "",
+        topics=tuple(meta.get("topics") or ()),
+        kind=meta.get("kind") or "fact",
+        event_time=from_micros(meta.get("event_time_us")) if meta.get("has_event_time") else None,
+        participants=tuple(meta.get("participants") or ()),
+        location=meta.get("location") or "",
+    )
+    deleted = int(meta.get("deleted_at_us") or 0)
+    return Entry(
+        id=str(meta["memory_id"]),
+        app=str(meta["app_name"]),
+        user=str(meta["user_id"]),
+        memory=memory,
+        created_at=_time(meta["created_at_us"]),
+        updated_at=_time(meta["updated_at_us"]),
+        deleted_at=from_micros(deleted) if deleted else None,
+    )
+
+
+def chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def fingerprint(entry: Entry) -> tuple[Any, ...]:
+    """What a record must read back as: every stored field, times in microseconds."""
+    m = entry.memory
+
+    def us(value: datetime | None) -> int | None:
+        return to_micros(value) if value is not None else None
+
+    return (
+        entry.id, entry.app, entry.user, m.text, tuple(m.topics), m.kind or "fact", us(m.event_time),
+        tuple(m.participants), m.location or "",
+        us(entry.created_at), us(entry.updated_at), us(entry.deleted_at),
+    )  # fmt: skip
+
+
+def _time(micros: Any) -> datetime:
+    """A time the record always holds, as a datetime."""
+    return from_micros(int(micros)) or datetime.fromtimestamp(0)

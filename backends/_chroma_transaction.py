@@ -1,0 +1,86 @@
+"""The write section of the Chroma store (``ChromaStore.atomic``): Chroma has
+no transactions, so a section's writes are buffered (its reads see them) and
+sent after ``work`` returns, under a per-user lock of this process."""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from memchat.engine.model import Entry, UserKey
+
+from ._chroma_records import record_id, user_filter
+
+if TYPE_CHECKING:
+    from .chromadb import ChromaStore
+
+LOCK_STRIPES = 256
+
+#: event loop → {(collection namespace, stripe): lock}. Locks belong to a loop,
+#: so each loop has its own set (pytest runs a loop per test).
+LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[Any, ...], asyncio.Lock]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def stripe(key: UserKey) -> int:
+    """FNV-1a-64 of ``app \\0 user`` (the reference's striping), mod 256."""
+    h = 0xCBF29CE484222325
+    for byte in f"{key.app}\0{key.user}".encode():
+        h = ((h ^ byte) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h % LOCK_STRIPES
+
+
+@dataclass(slots=True)
+class PendingWrite:
+    entry: Entry
+    #: The embedding to store; None: keep the stored one.
+    vector: list[float] | None
+    #: The record was removed earlier in this section: there is nothing to keep.
+    fresh: bool = False
+
+
+class ChromaTransaction:
+    """Reads go to Chroma through the section's own pending writes; writes
+    are only buffered (``ChromaStore._apply`` sends them after ``work``)."""
+
+    def __init__(self, store: ChromaStore, key: UserKey) -> None:
+        self._store, self._key = store, key
+        #: memory ID → pending write, or None: removed.
+        self.pending: dict[str, PendingWrite | None] = {}
+
+    async def get(self, memory_id: str) -> Entry | None:
+        if memory_id in self.pending:
+            write = self.pending[memory_id]
+            return write.entry if write is not None else None
+        return await self._store.get(self._key, memory_id)
+
+    async def put(self, entry: Entry, vector: Sequence[float] | None = None) -> None:
+        if entry.app != self._key.app or entry.user != self._key.user:
+            raise ValueError("an entry can only be written inside its own user's section")
+        values = self._store.check_vector(vector) if vector is not None else None
+        fresh = False
+        if values is None and entry.id in self.pending:
+            earlier = self.pending[entry.id]
+            if earlier is None:
+                fresh = True
+            else:
+                values, fresh = earlier.vector, earlier.fresh
+        self.pending[entry.id] = PendingWrite(entry, values, fresh)
+
+    async def remove(self, memory_id: str) -> None:
+        self.pending[memory_id] = None
+
+    async def count_active(self) -> int:
+        store, key = self._store, self._key
+        active = set(await store.record_ids(user_filter(key, active=True)))
+        for memory_id, write in self.pending.items():
+            rid = record_id(key, memory_id)
+            if write is None or write.entry.is_deleted:
+                active.discard(rid)
+            else:
+                active.add(rid)
+        return len(active)

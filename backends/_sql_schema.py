@@ -1,0 +1,109 @@
+"""The SQL family's tables and names: the memories table, the per-table
+records table, and the identifier rules every dialect shares (reference §4.0)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.mysql import MEDIUMTEXT
+
+from memchat.engine.model import ConfigError
+
+from .base import DEFAULT_VECTOR_DIMENSION
+
+_TABLE_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
+
+#: The table of small per-store records (``read_meta`` / ``write_meta``), shared by every memories table.
+META_TABLE = "memchat_meta"
+
+
+def validate_table_name(name: str, max_length: int = 64, what: str = "table name") -> str:
+    """Reference §4.0: ``^[a-zA-Z_][a-zA-Z0-9_]*$``, at most ``max_length``
+    characters (64; 63 on PostgreSQL). Also used for schema names."""
+    if not isinstance(name, str) or not _TABLE_NAME.fullmatch(name) or len(name) > max_length:
+        raise ConfigError(
+            f"invalid {what} {name!r}: use letters, digits and underscores, "
+            f"not starting with a digit, at most {max_length} characters"
+        )
+    return name
+
+
+def short_identifier(name: str, max_length: int = 63) -> str:
+    """``name`` if it fits the server's identifier limit (63 on PostgreSQL, 64
+    on MySQL), else a stable shortening that ends in a hash of the whole name."""
+    if len(name) <= max_length:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:12]
+    return f"{name[: max_length - 13]}_{digest}"
+
+
+def lock_key(*parts: str) -> int:
+    """A signed 64-bit number for ``parts`` (for ``pg_advisory_xact_lock``):
+    the first 8 bytes of sha256 over the NUL-joined parts."""
+    digest = hashlib.sha256("\0".join(parts).encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def memories_table(
+    metadata: sa.MetaData,
+    name: str,
+    json_type: sa.types.TypeEngine,
+    *,
+    schema: str | None = None,
+    **table_options: Any,
+) -> sa.Table:
+    # MySQL's TEXT holds 64 KiB, too little for long utf8mb4 memories.
+    text_type = sa.Text().with_variant(MEDIUMTEXT(), "mysql", "mariadb")
+    return sa.Table(
+        name,
+        metadata,
+        sa.Column("app_name", sa.String(255), primary_key=True),
+        sa.Column("user_id", sa.String(255), primary_key=True),
+        sa.Column("memory_id", sa.String(64), primary_key=True),
+        sa.Column("memory", text_type, nullable=False),
+        sa.Column("topics", json_type, nullable=False),
+        sa.Column("kind", sa.String(32), nullable=False),
+        sa.Column("event_time", sa.BigInteger, nullable=True),
+        sa.Column("participants", json_type, nullable=False),
+        sa.Column("location", sa.Text, nullable=False),
+        sa.Column("created_at", sa.BigInteger, nullable=False),
+        sa.Column("updated_at", sa.BigInteger, nullable=False),
+        sa.Column("deleted_at", sa.BigInteger, nullable=True),
+        sa.Index(short_identifier(f"idx_{name}_user_updated"), "app_name", "user_id", "updated_at"),
+        schema=schema,
+        **table_options,
+    )
+
+
+def check_dimension(dimension: int | None) -> int:
+    if dimension is None:
+        return DEFAULT_VECTOR_DIMENSION
+    if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension <= 0:
+        raise ConfigError(
+            f"invalid embedding dimension {dimension!r}: give the embedder's dimension, "
+            "a positive whole number such as 384"
+        )
+    return dimension
+
+
+def json_list(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str | bytes):
+        value = json.loads(value)
+    return tuple(value)
+
+
+def meta_table(metadata: sa.MetaData, *, schema: str | None = None, **table_options: Any) -> sa.Table:
+    return sa.Table(
+        META_TABLE,
+        metadata,
+        sa.Column("name", sa.String(255), primary_key=True),
+        sa.Column("value", sa.Text, nullable=False),
+        schema=schema,
+        **table_options,
+    )
