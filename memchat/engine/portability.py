@@ -57,7 +57,7 @@ from .model import BackendError, Entry, InvalidMemoryError, MemchatError, Memory
 from .vectors import META_EMBEDDER
 
 if TYPE_CHECKING:
-    from backends.base import Store, Transaction
+    from .store import Store, Transaction
 
     from .service import MemoryService
 
