@@ -4,7 +4,8 @@ Everything that must behave the same on every backend lives here once:
 canonical IDs, idempotent add, the update rotation state machine (reference
 §5), soft delete and tombstones, per-user limits, scope checks, and keyword
 ranking (through ``search``). A store only offers storage and an atomic
-section per user.
+section per user. Its embeddings and searches are engine/retrieval.py's; the
+surface its users rely on is the ``MemoryAPI`` protocol (engine/api.py).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Mapping, Sequence
 
     from .embedding import Embedder
     from .extraction import AutoMemory, AutoMemoryConfig, ExtractionEvent, Extractor
@@ -414,7 +415,7 @@ class MemoryService(Retrieval):
         return self._auto
 
     def enqueue_auto_memory_job(
-        self, key: UserKey, session_id: str, messages: Sequence[dict], *, force: bool = False
+        self, key: UserKey, session_id: str, messages: Sequence[Mapping[str, object]], *, force: bool = False
     ) -> str:
         """After a turn: offer the session's messages (OpenAI format, the whole
         history) for background extraction. Never blocks; returns what happened
