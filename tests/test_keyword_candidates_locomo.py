@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-import memchat.engine.service as service_module
+import memchat.engine.retrieval as service_module  # where search reads KEYWORD_CANDIDATES
 from backends import create
 from memchat.engine import MemoryService, Metadata, SearchOptions, UserKey
 from tests.conformance.test_vectors import HashEmbedder

@@ -1,22 +1,8 @@
 """Memory portability: export to JSONL, import from it, and migrate between stores.
 
-The file format (``memchat-memories`` version 1), one JSON object per line:
-
-* a header ``{"format": "memchat-memories", "version": 1, "embedder": …}``;
-  ``embedder`` is the identity of the model that made the vectors in the file
-  (``engine/vectors.py``), or null when the file has none;
-* one line per memory, tombstones included, users sorted by (app, user) and a
-  user's memories by ID: ``app``, ``user``, ``id``, ``text``, ``topics``,
-  ``kind``, ``event_time``, ``participants``, ``location``, ``created_at``,
-  ``updated_at``, ``deleted_at`` (times ISO 8601 UTC with microseconds, null
-  when absent) and, with ``with_vectors``, ``vector`` (base64 of little-endian
-  float32);
-* a closing line ``{"end": "memchat-memories", "count": N, "checksum": "sha256:…"}``,
-  so a truncated file is noticed. The checksum covers the memory lines without
-  their vectors; migration compares the same checksum of source and target.
-
-Nothing in a line depends on the backend or on when it was written, so export →
-import → export gives the same file on every backend.
+The file format (``memchat-memories`` version 1, one JSON object per line) is
+engine/export_format.py's. Nothing in a line depends on the backend or on when
+it was written, so export → import → export gives the same file on every backend.
 
 Import writes each entry as it is (same ID, timestamps and tombstone state)
 through the store's atomic section, a batch of one user's entries per section,
@@ -42,24 +28,32 @@ writes to it.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import hashlib
 import inspect
 import json
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
-from . import validation
-from .model import BackendError, Entry, InvalidMemoryError, MemchatError, Memory, UserKey, utc
+from .export_format import (
+    FORMAT,
+    VERSION,
+    Checksum,
+    FileError,
+    decode_data,
+    decode_record,
+    dump,
+    encode_record,
+    parse_header,
+    parse_line,
+)
+from .model import BackendError, Entry, MemchatError, UserKey
 from .vectors import META_EMBEDDER
 
 if TYPE_CHECKING:
-    from backends.base import Store, Transaction
-
     from .service import MemoryService
+    from .store import Store, Transaction, VectorStore
 
 __all__ = [
     "FORMAT",
@@ -76,8 +70,6 @@ __all__ = [
     "migrate",
 ]
 
-FORMAT: Final = "memchat-memories"
-VERSION: Final = 1
 #: Entries written per atomic section (one user's): big enough that 100k memories
 #: take minutes, small enough that a section stays well inside the store's
 #: timeout (10 s) on a loaded server and never holds a user's lock for long.
@@ -88,155 +80,6 @@ WRITE_ATTEMPTS: Final = 4
 RETRY_PAUSE_S: Final = 1.0
 #: Texts embedded per call.
 EMBED_BATCH: Final = 64
-
-_FIELDS = (
-    "app", "user", "id", "text", "topics", "kind", "event_time", "participants", "location",
-    "created_at", "updated_at", "deleted_at",
-)  # fmt: skip
-
-
-class FileError(MemchatError):
-    """The file as a whole cannot be imported (not an export, or a newer version)."""
-
-
-# -- one line ---------------------------------------------------------------------
-
-
-def _time(value: datetime | None) -> str | None:
-    return None if value is None else utc(value).isoformat(timespec="microseconds")
-
-
-def _parse_time(value: Any, name: str, *, required: bool) -> datetime | None:
-    if value is None and not required:
-        return None
-    if not isinstance(value, str):
-        raise InvalidMemoryError(f"{name} must be an ISO 8601 time such as 2026-01-31T12:00:00+00:00")
-    try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise InvalidMemoryError(f"{name} {value[:40]!r} is not an ISO 8601 time") from None
-    if parsed.tzinfo is None:
-        raise InvalidMemoryError(f"{name} {value[:40]!r} has no time zone: add +00:00 for UTC")
-    return utc(parsed)
-
-
-def _record(entry: Entry) -> dict[str, Any]:
-    m = entry.memory
-    return {
-        "app": entry.app,
-        "user": entry.user,
-        "id": entry.id,
-        "text": m.text,
-        "topics": list(m.topics),
-        "kind": m.kind or "fact",
-        "event_time": _time(m.event_time),
-        "participants": list(m.participants),
-        "location": m.location or "",
-        "created_at": _time(entry.created_at),
-        "updated_at": _time(entry.updated_at),
-        "deleted_at": _time(entry.deleted_at),
-    }
-
-
-def _dump(data: dict[str, Any]) -> str:
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-
-
-def encode_record(entry: Entry, vector: Sequence[float] | None = None) -> str:
-    """The line of one entry (no newline); ``vector`` is written as base64 float32."""
-    data = _record(entry)
-    if vector is not None:
-        import numpy as np
-
-        data["vector"] = base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
-    return _dump(data)
-
-
-def decode_record(line: str, max_text_length: int) -> tuple[Entry, list[float] | None]:
-    """The entry (and vector, if any) of one line; ``InvalidMemoryError`` (one
-    sentence) when it is not a valid memory."""
-    return decode_data(_parse(line), max_text_length)
-
-
-def _parse(line: str) -> Any:
-    try:
-        return json.loads(line)
-    except ValueError as exc:
-        raise InvalidMemoryError(f"not JSON ({exc})") from None
-
-
-def decode_data(data: Any, max_text_length: int) -> tuple[Entry, list[float] | None]:
-    """``decode_record`` of a line already parsed."""
-    if not isinstance(data, dict):
-        raise InvalidMemoryError("not a JSON object")
-    missing = [name for name in ("app", "user", "id", "text", "created_at", "updated_at") if name not in data]
-    if missing:
-        raise InvalidMemoryError(f"missing {', '.join(missing)}")
-    unknown = sorted(set(data) - {*_FIELDS, "vector"})
-    if unknown:
-        raise InvalidMemoryError(f"unknown field {', '.join(unknown)}")
-    key = UserKey(data["app"], data["user"])
-    validation.check_key(key)
-    validation.check_memory_id(data["id"])
-    validation.check_text(data["text"], max_text_length)
-    topics = validation.check_topics(data.get("topics"))
-    kind = data.get("kind") or "fact"
-    participants = data.get("participants") or []
-    location = data.get("location") or ""
-    from .model import Metadata
-
-    validation.check_metadata(Metadata(kind=kind, participants=participants, location=location))
-    memory = Memory(
-        text=data["text"],
-        topics=tuple(topics),
-        kind=kind,
-        event_time=_parse_time(data.get("event_time"), "event_time", required=False),
-        participants=tuple(participants),
-        location=location,
-    )
-    entry = Entry(
-        id=data["id"],
-        app=key.app,
-        user=key.user,
-        memory=memory,
-        created_at=_parse_time(data["created_at"], "created_at", required=True),  # type: ignore[arg-type]
-        updated_at=_parse_time(data["updated_at"], "updated_at", required=True),  # type: ignore[arg-type]
-        deleted_at=_parse_time(data.get("deleted_at"), "deleted_at", required=False),
-    )
-    return entry, _decode_vector(data.get("vector"))
-
-
-def _decode_vector(value: Any) -> list[float] | None:
-    if value is None:
-        return None
-    import numpy as np
-
-    try:
-        raw = base64.b64decode(value, validate=True) if isinstance(value, str) else b""
-    except ValueError:
-        raw = b""
-    if not raw or len(raw) % 4:
-        raise InvalidMemoryError("vector must be base64 of little-endian float32 values")
-    vector = np.frombuffer(raw, dtype="<f4")
-    if not np.all(np.isfinite(vector)):
-        raise InvalidMemoryError("vector holds NaN or infinite values")
-    return vector.astype(float).tolist()
-
-
-class _Checksum:
-    """sha256 over the memory lines without vectors, in file order."""
-
-    def __init__(self) -> None:
-        self._hash = hashlib.sha256()
-        self.count = 0
-
-    def add(self, entry: Entry) -> None:
-        self._hash.update(_dump(_record(entry)).encode("utf-8", "surrogatepass") + b"\n")
-        self.count += 1
-
-    def hexdigest(self) -> str:
-        return "sha256:" + self._hash.hexdigest()
-
 
 # -- export -------------------------------------------------------------------------
 
@@ -250,13 +93,20 @@ class ExportSummary:
     checksum: str = ""
 
 
-def _adopt_recorded_dimension(store: Any, recorded: str | None) -> None:
+def _adopt_recorded_dimension(store: Store, recorded: str | None) -> None:
     """Read vectors in the dimension their embedder made them: a store that takes any
     dimension was given the current embedder's, which may be another model's."""
     if not recorded or getattr(store, "fixed_dimension", True):
         return
     with contextlib.suppress(ValueError, KeyError, TypeError):
-        store.dimension = int(json.loads(recorded)["dimension"])
+        cast("VectorStore", store).dimension = int(json.loads(recorded)["dimension"])
+
+
+async def _read_embedder(store: Store) -> str | None:
+    """The identity of the embedder that made the store's vectors (None: not recorded)."""
+    if not hasattr(store, "read_meta"):
+        return None
+    return await cast("VectorStore", store).read_meta(META_EMBEDDER)
 
 
 async def _user_entries(store: Store, key: UserKey) -> list[Entry]:
@@ -275,10 +125,10 @@ async def export_lines(
     memories, or those of ``users``. Opens the store if need be; reads only."""
     summary = summary if summary is not None else ExportSummary()
     await store.open()
-    embedder = await store.read_meta(META_EMBEDDER) if with_vectors else None  # type: ignore[attr-defined]
+    embedder = await _read_embedder(store) if with_vectors else None
     _adopt_recorded_dimension(store, embedder)
-    yield _dump({"format": FORMAT, "version": VERSION, "embedder": embedder})
-    checksum = _Checksum()
+    yield dump({"format": FORMAT, "version": VERSION, "embedder": embedder})
+    checksum = Checksum()
     keys = sorted(set(users), key=lambda k: (k.app, k.user)) if users is not None else await store.users()
     for key in keys:
         entries = await _user_entries(store, key)
@@ -290,7 +140,7 @@ async def export_lines(
                 checksum.add(entry)
                 yield encode_record(entry, vectors.get(entry.id))
     summary.count, summary.checksum = checksum.count, checksum.hexdigest()
-    yield _dump({"end": FORMAT, "count": checksum.count, "checksum": summary.checksum})
+    yield dump({"end": FORMAT, "count": checksum.count, "checksum": summary.checksum})
 
 
 # -- writing entries as they are -------------------------------------------------------
@@ -335,10 +185,21 @@ def _decide(stored: Entry | None, incoming: Entry) -> str:
     return "updated" if _last_change(incoming) > _last_change(stored) else "kept"
 
 
-def _merged(first: dict[str, Any], rest: dict[str, Any]) -> dict[str, Any]:
-    counts = {name: first["counts"][name] + rest["counts"][name] for name in first["counts"]}
-    written = {**first["written"], **rest["written"]}
-    return {"counts": counts, "written": written, "unembedded": first["unembedded"] + rest["unembedded"]}
+_DECISIONS = ("added", "updated", "unchanged", "kept")
+
+
+@dataclass
+class _Outcome:
+    """What one atomic section did: entries per decision, the entries written,
+    and how many of them were written without a vector."""
+
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_DECISIONS, 0))
+    written: dict[str, Entry] = field(default_factory=dict)
+    unembedded: int = 0
+
+    def merged(self, rest: _Outcome) -> _Outcome:
+        counts = {name: self.counts[name] + rest.counts[name] for name in self.counts}
+        return _Outcome(counts, {**self.written, **rest.written}, self.unembedded + rest.unembedded)
 
 
 class _Writer:
@@ -356,18 +217,16 @@ class _Writer:
 
     async def start(self) -> None:
         await self.service.open()
-        read_meta = getattr(self.store, "read_meta", None)
-        self.target_embedder = await read_meta(META_EMBEDDER) if read_meta is not None else None
+        self.target_embedder = await _read_embedder(self.store)
 
     @property
     def embeds(self) -> bool:
         return self.service.is_vector_store and self.service.has_embedder
 
-    def usable(self, vector: list[float] | None) -> bool:
+    def usable(self, vector: list[float]) -> bool:
         """A vector from the source fits the target: same embedder, same dimension."""
         return (
-            vector is not None
-            and self.file_embedder is not None
+            self.file_embedder is not None
             and self.file_embedder == self.target_embedder
             and len(vector) == getattr(self.store, "dimension", len(vector))
         )
@@ -385,8 +244,8 @@ class _Writer:
             before = stored.get(entry.id)
             if _decide(before, entry) not in ("added", "updated"):
                 continue
-            if self.usable(vector):
-                vectors[entry.id] = vector  # type: ignore[assignment]
+            if vector is not None and self.usable(vector):
+                vectors[entry.id] = vector
             elif before is None or before.memory.text != entry.memory.text:
                 to_embed.append(entry)
         if to_embed and self.embeds:
@@ -396,17 +255,17 @@ class _Writer:
                 vectors.update((e.id, v) for e, v in zip(chunk, made, strict=True))
         done = 0
         while done < len(items):
-            chunk = items[done : done + self.section_size]
-            outcome = await self._atomic(key, chunk, vectors)
-            for name, count in outcome["counts"].items():
+            section = items[done : done + self.section_size]
+            outcome = await self._atomic(key, section, vectors)
+            for name, count in outcome.counts.items():
                 setattr(self.report, name, getattr(self.report, name) + count)
-            self.report.unembedded += outcome["unembedded"]
-            stored.update(outcome["written"])
-            done += len(chunk)
+            self.report.unembedded += outcome.unembedded
+            stored.update(outcome.written)
+            done += len(section)
 
     async def _atomic(
         self, key: UserKey, items: Sequence[tuple[Entry, list[float] | None]], vectors: dict[str, list[float]]
-    ) -> dict[str, Any]:
+    ) -> _Outcome:
         """One section, run again after a lost connection or a timeout (a long
         migration outlives a server restart or a busy spell): it is all-or-nothing
         and decides every entry on what it reads, so running it twice writes once.
@@ -423,53 +282,31 @@ class _Writer:
                 if len(items) > self.section_size:
                     first = await self._atomic(key, items[: self.section_size], vectors)
                     rest = await self._atomic(key, items[self.section_size :], vectors)
-                    return _merged(first, rest)
+                    return first.merged(rest)
         raise AssertionError("unreachable")
 
     def _section(
         self, items: Sequence[tuple[Entry, list[float] | None]], vectors: dict[str, list[float]]
-    ) -> Callable[[Transaction], Any]:
-        async def work(tx: Transaction) -> dict[str, Any]:
+    ) -> Callable[[Transaction], Awaitable[_Outcome]]:
+        async def work(tx: Transaction) -> _Outcome:
             # Decided again on what the section reads: another writer may have come first.
-            counts = {"added": 0, "updated": 0, "unchanged": 0, "kept": 0}
-            written: dict[str, Entry] = {}
-            unembedded = 0
+            outcome = _Outcome()
             for entry, _ in items:
                 before = await tx.get(entry.id)
                 decision = _decide(before, entry)
-                counts[decision] += 1
+                outcome.counts[decision] += 1
                 if decision in ("added", "updated"):
                     vector = vectors.get(entry.id)
                     new_text = before is None or before.memory.text != entry.memory.text
-                    unembedded += vector is None and new_text
+                    outcome.unembedded += vector is None and new_text
                     await tx.put(entry, vector)
-                    written[entry.id] = entry
-            return {"counts": counts, "written": written, "unembedded": unembedded}
+                    outcome.written[entry.id] = entry
+            return outcome
 
         return work
 
 
 # -- import ---------------------------------------------------------------------------
-
-
-def _header(line: str) -> dict[str, Any]:
-    try:
-        data = json.loads(line)
-    except ValueError:
-        data = None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise FileError(
-            "this is not a memchat export: its first line is not the memchat-memories header; "
-            "make the file with `memchat memory export`"
-        )
-    version = data.get("version")
-    if not isinstance(version, int) or version < 1 or version > VERSION:
-        raise FileError(
-            f"this export is format version {version!r}, newer than this memchat reads ({VERSION}): "
-            "upgrade memchat to import it"
-        )
-    embedder = data.get("embedder")
-    return {"embedder": embedder if isinstance(embedder, str) else None}
 
 
 async def import_lines(
@@ -483,14 +320,14 @@ async def import_lines(
     header: dict[str, Any] | None = None
     for _, line in numbered:
         if line.strip():
-            header = _header(line)
+            header = parse_header(line)
             break
     if header is None:
         raise FileError("the file is empty: make it with `memchat memory export`")
     writer = _Writer(service, header["embedder"], report)
     await writer.start()
     pending: dict[UserKey, list[tuple[Entry, list[float] | None]]] = {}
-    checksum = _Checksum()
+    checksum = Checksum()
     trailer: dict[str, Any] | None = None
     for number, line in numbered:
         if not line.strip():
@@ -499,7 +336,7 @@ async def import_lines(
             report.errors.append((number, "a line after the closing line"))
             continue
         try:
-            data = _parse(line)
+            data = parse_line(line)
             if isinstance(data, dict) and "end" in data:
                 trailer = data
                 continue
@@ -558,7 +395,7 @@ class MigrationReport:
         return self.source_count == self.target_count and self.source_checksum == self.target_checksum
 
 
-async def _report(progress: Callable[[MigrationProgress], Any] | None, state: MigrationProgress) -> None:
+async def _report(progress: Callable[[MigrationProgress], object] | None, state: MigrationProgress) -> None:
     if progress is not None:
         result = progress(state)
         if inspect.isawaitable(result):
@@ -570,7 +407,7 @@ async def migrate(
     target: MemoryService,
     *,
     batch_size: int = BATCH,
-    progress: Callable[[MigrationProgress], Any] | None = None,
+    progress: Callable[[MigrationProgress], object] | None = None,
 ) -> MigrationReport:
     """Copy every user's memories (tombstones included) from ``source`` (opened
     here; only read) into ``target``'s store, by ``import_lines``' rules, then
@@ -578,8 +415,7 @@ async def migrate(
     copied when both stores' vectors come from the same embedder, else the
     target's embedder makes them."""
     await source.open()
-    read_meta = getattr(source, "read_meta", None)
-    source_embedder = await read_meta(META_EMBEDDER) if read_meta is not None else None
+    source_embedder = await _read_embedder(source)
     _adopt_recorded_dimension(source, source_embedder)
     report = MigrationReport()
     writer = _Writer(target, source_embedder, report.copy)
@@ -588,7 +424,7 @@ async def migrate(
     keys = await source.users()
     total = sum([await source.count(key, include_deleted=True) for key in keys])
     await _report(progress, MigrationProgress(0, total))
-    source_sum, target_sum = _Checksum(), _Checksum()
+    source_sum, target_sum = Checksum(), Checksum()
     done = 0
     for key in keys:
         entries = await _user_entries(source, key)

@@ -4,7 +4,8 @@ Everything that must behave the same on every backend lives here once:
 canonical IDs, idempotent add, the update rotation state machine (reference
 §5), soft delete and tombstones, per-user limits, scope checks, and keyword
 ranking (through ``search``). A store only offers storage and an atomic
-section per user.
+section per user. Its embeddings and searches are engine/retrieval.py's; the
+surface its users rely on is the ``MemoryAPI`` protocol (engine/api.py).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import asyncio
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 from . import search as keyword
 from . import validation
@@ -21,9 +22,7 @@ from .ids import build_memory, format_event_time, memory_id_for, normalize_parti
 from .model import (
     KIND_FACT,
     SEARCH_HYBRID,
-    SEARCH_KEYWORD,
     SEARCH_MODES,
-    SEARCH_SEMANTIC,
     Entry,
     Memory,
     MemoryConflictError,
@@ -31,12 +30,10 @@ from .model import (
     MemoryLimitError,
     MemoryNotFoundError,
     Metadata,
-    SearchOptions,
     UpdateResult,
     UserKey,
 )
-from .search.candidates import KEYWORD_CANDIDATES, KeywordPlanner
-from .search.index import KEYWORD_SPACE, LEXICAL_SPACE, KeywordStats, query_terms
+from .retrieval import Retrieval
 from .validation import MAX_KIND_LENGTH, MAX_LOCATION_LENGTH, MAX_TOPIC_LENGTH, MAX_TOPICS
 from .vectors import NO_EMBEDDER, EmbeddingProgress, ProgressCallback, prepare_vectors
 
@@ -53,12 +50,11 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from backends.base import Store, Transaction, VectorStore
+    from collections.abc import Mapping, Sequence
 
     from .embedding import Embedder
     from .extraction import AutoMemory, AutoMemoryConfig, ExtractionEvent, Extractor
+    from .store import IndexBuildingStore, Store, Transaction
     from .tools import Tool, ToolSettings
 
 DEFAULT_MEMORY_LIMIT = 1000
@@ -83,7 +79,7 @@ class _MonotonicClock:
         return current
 
 
-class MemoryService:
+class MemoryService(Retrieval):
     """Long-term memory for (app, user) pairs over one storage backend.
 
     ``soft_delete``: deletes leave tombstones that ``restore`` can undo; they
@@ -180,15 +176,16 @@ class MemoryService:
             embedding = self.is_vector_store and self.has_embedder
             if embedding:
                 embedder = self.embedder
-                if getattr(self.store, "fixed_dimension", True):
+                store = self._vectors
+                if getattr(store, "fixed_dimension", True):
                     from .embedding import check_dimensions
 
-                    check_dimensions(embedder, self.store.dimension, self.store.describe())  # type: ignore[attr-defined]
+                    check_dimensions(embedder, store.dimension, store.describe())
                 else:
-                    self.store.dimension = int(embedder.dimension)  # type: ignore[attr-defined]
+                    store.dimension = int(embedder.dimension)
             self._open_attempted = True  # so close() releases what a failed open left behind
             if hasattr(self.store, "progress"):  # a store that may build its index on open says how far
-                self.store.progress = self.progress  # type: ignore[attr-defined]
+                cast("IndexBuildingStore", self.store).progress = self.progress
             await self.store.open()
             if embedding and self.backfill:
                 await prepare_vectors(self.store, self.embedder, self._embed, progress=self.progress)
@@ -218,66 +215,6 @@ class MemoryService:
             validation.check_key(key)
         if not self._opened:
             await self.open()
-
-    # -- embeddings (vector stores only) ----------------------------------
-
-    @property
-    def is_vector_store(self) -> bool:
-        """The store keeps embeddings and answers nearest-neighbour queries
-        (every backend does; see ``has_embedder`` for whether this service embeds)."""
-        return bool(getattr(self.store.capabilities, "vector_search", False))
-
-    @property
-    def has_embedder(self) -> bool:
-        """False when made with ``embedder=NO_EMBEDDER`` (or False): keyword only."""
-        return not self._keyword_only
-
-    @property
-    def embedder(self) -> Embedder:
-        """The embedder (the offline default unless one was given). A ConfigError
-        for a service made with ``NO_EMBEDDER``."""
-        if self._keyword_only:
-            from .model import ConfigError
-
-            raise ConfigError(
-                "this memory service has no embedder (keyword search only): "
-                "create it without embedder=NO_EMBEDDER (or unset MEMCHAT_EMBEDDER=none) for semantic search"
-            )
-        if self._embedder is None:
-            from .embedding import default_embedder
-
-            self._embedder = default_embedder()
-        return self._embedder
-
-    async def _embed(self, texts: Sequence[str]) -> list[list[float]]:
-        from .model import BackendError
-
-        vectors = await self.embedder.embed(list(texts))
-        if len(vectors) != len(texts):
-            raise BackendError(
-                f"the embedder {self.embedder.name} returned {len(vectors)} vectors for {len(texts)} texts"
-            )
-        dimension = self.store.dimension  # type: ignore[attr-defined]
-        for vector in vectors:
-            if len(vector) != dimension:
-                raise BackendError(
-                    f"embedding dimension mismatch: expected {dimension}, got {len(vector)} "
-                    f"from the embedder {self.embedder.name}"
-                )
-        return vectors
-
-    async def embed_texts(self, texts: Sequence[str]) -> list[list[float]]:
-        """Vectors for memory texts from this service's embedder, checked against
-        the store's dimension (import and migration embed in batches with it)."""
-        return await self._embed(texts)
-
-    async def _vector_for(self, text: str) -> list[float] | None:
-        """The embedding to store with ``text`` (None without an embedder or
-        for a store without vectors). Computed before any atomic section, so a
-        failure changes nothing."""
-        if not (self.is_vector_store and self.has_embedder):
-            return None
-        return (await self._embed([text]))[0]
 
     # -- validation (engine/validation.py) ----------------------------------
 
@@ -464,196 +401,6 @@ class MemoryService:
         await self._ready(key)
         return await self.store.count(key, include_deleted=include_deleted)
 
-    async def search(self, key: UserKey, query: str, options: SearchOptions | None = None) -> list[Entry]:
-        """Rank the user's memories for ``query``; each result carries ``score``, a 0–1 relevance.
-
-        The one retrieval path of the tools, preload, CLI, TUI and library. The
-        mode is ``options.resolved_mode(self.search_mode)``:
-
-        * ``"hybrid"`` (the default): meaning and keywords fused
-          (``search.HybridRanking``: calibrated cosine, keyword score, token-level
-          similarity);
-        * ``"semantic"``: meaning only (the calibrated cosine, as ``vector_search``);
-        * ``"keyword"``: the reference's keyword ranking (§4.1), 0.3 minimum score.
-
-        Hybrid and semantic need an embedder and a store with vectors; without
-        them the search is keyword (no error). Filters, kind fallback, order,
-        dedup and truncation behave the same in every mode.
-
-        A query or search kind with a NUL or a lone surrogate is an
-        ``InvalidMemoryError`` (on every backend); a blank query finds nothing."""
-        self._check_search(key, query, options)
-        await self._ready()
-        if not isinstance(query, str) or not query.strip():
-            return []
-        options = options or SearchOptions()
-        mode = options.resolved_mode(self.search_mode)
-        if mode != SEARCH_KEYWORD and self._semantic_ready():
-            if mode == SEARCH_SEMANTIC:
-                return await self._semantic_search(key, query, options)
-            return await self._hybrid_search(key, query, options)
-        candidates, stats = await self._keyword_candidates(
-            key, query, KEYWORD_SPACE, self._keyword_depth(options)
-        )
-        return keyword.keyword_search(
-            candidates, query, options, min_score=self.min_score, default_max=self.max_results, stats=stats
-        )
-
-    async def _keyword_candidates(
-        self, key: UserKey, query: str, space: str, depth: int | None = None
-    ) -> tuple[list[Entry], KeywordStats | None]:
-        """What keyword scoring reads: from a store that keeps an inverted index
-        (search/index.py), the memories holding a query term and the collection's
-        statistics; from the others, every active memory (the scorer counts).
-
-        ``depth``: the caller ranks only the best ``depth`` (None: all of them), so
-        the store may return just its best-ranked holders (search/candidates.py);
-        when those cannot be shown to hold the true best ``depth``, it is asked again
-        for every holder that still could."""
-        store = self.store
-        if store.capabilities.native_keyword_search:
-            terms = query_terms(query, space)
-            if terms is not None:
-                if depth is None:
-                    return await store.indexed_keyword_candidates(key, space, terms)  # type: ignore[attr-defined]
-                planner = KeywordPlanner(query, space, max(KEYWORD_CANDIDATES, depth))
-                found, stats = await store.indexed_keyword_candidates(key, space, terms, planner)  # type: ignore[attr-defined]
-                if stats is not None and stats.rank_cutoff is not None:
-                    scorer = keyword.score_entries if space == KEYWORD_SPACE else keyword.lexical_scores
-                    scores = scorer(found, query, stats)
-                    if not planner.complete(scores, stats, depth):
-                        wider = planner.below(scores, depth)
-                        found, stats = await store.indexed_keyword_candidates(key, space, terms, wider)  # type: ignore[attr-defined]
-                return found, stats
-        return await store.keyword_candidates(key, query), None
-
-    def _hybrid_keyword_depth(self, query: str, options: SearchOptions) -> int | None:
-        """How many of the best keyword candidates hybrid search needs: those it may
-        re-rank, unless filters, or a date in the query (which lifts every memory of
-        that period whatever its keyword rank), can reach past any fixed number."""
-        if self._filtered(options) or keyword.query_periods(query):
-            return None
-        return keyword.HYBRID_RERANK_DEPTH
-
-    def _keyword_depth(self, options: SearchOptions) -> int | None:
-        """How many of keyword search's best candidates decide its results (None: all,
-        when filters or the event-time order may reach past any fixed number)."""
-        limit = options.max_results if options.max_results > 0 else self.max_results
-        if limit <= 0 or self._filtered(options) or options.order_by_event_time:
-            return None
-        # Near-duplicates are dropped after ranking: keep room for them.
-        return 3 * limit if options.deduplicate else limit
-
-    async def vector_search(
-        self, key: UserKey, query: str, options: SearchOptions | None = None
-    ) -> list[Entry]:
-        """Semantic search only (``search`` with mode "semantic"): score = the cosine
-        similarity of query and memory embeddings, calibrated per embedder to a 0–1
-        relevance (increasing with the cosine). ``options.similarity_threshold`` (if
-        > 0) drops weaker matches; filters, kind fallback, order and dedup apply.
-        Without an embedder or a store with vectors: one ConfigError."""
-        self._check_search(key, query, options)
-        await self._ready()
-        if not self._semantic_ready():
-            from .model import ConfigError
-
-            raise ConfigError(
-                f"semantic search needs an embedder and vectors; the {self.store.name} backend "
-                "has none here: set an embedder, or search by keyword"
-            )
-        if not isinstance(query, str) or not query.strip():
-            return []
-        return await self._semantic_search(key, query, options or SearchOptions())
-
-    def _semantic_ready(self) -> bool:
-        """An embedder and a store that answers nearest-neighbour queries."""
-        return self.is_vector_store and self.has_embedder
-
-    @staticmethod
-    def _check_search(key: UserKey, query: str, options: SearchOptions | None) -> None:
-        validation.check_key(key)
-        if isinstance(query, str) and query.strip():
-            validation.check_query(query)
-        validation.check_search_options(options)
-        if options is not None and options.mode and options.mode not in SEARCH_MODES:
-            from .model import InvalidMemoryError
-
-            raise InvalidMemoryError(
-                f"the search mode must be one of {', '.join(SEARCH_MODES)} (or empty for the default)"
-            )
-
-    def _dense_depth(self, options: SearchOptions) -> int:
-        limit = options.max_results if options.max_results > 0 else self.max_results
-        return max(keyword.HYBRID_DENSE_DEPTH, 5 * limit)
-
-    def _filtered(self, options: SearchOptions) -> bool:
-        return bool(options.kind or options.time_after is not None or options.time_before is not None)
-
-    async def _query_vector(self, query: str) -> list[float]:
-        """The query's embedding (``embed_query`` where the embedder tells queries apart)."""
-        from .model import BackendError
-
-        embedder = self.embedder
-        vectors = await getattr(embedder, "embed_query", embedder.embed)([query])
-        dimension = getattr(self.store, "dimension", None)
-        if len(vectors) != 1 or (dimension and len(vectors[0]) != dimension):
-            raise BackendError(
-                f"the embedder {embedder.name} returned no {dimension}-dimensional vector for the query"
-            )
-        return vectors[0]
-
-    async def _dense_candidates(
-        self, key: UserKey, vector: Sequence[float], options: SearchOptions
-    ) -> list[Entry]:
-        """The store's nearest neighbours; every active memory when filters are set
-        (they apply afterwards, so the nearest ones may all be filtered out)."""
-        store: VectorStore = self.store  # type: ignore[assignment]
-        depth = self._dense_depth(options)
-        if self._filtered(options):
-            depth = max(depth, await self.store.count(key))
-        return await store.vector_candidates(key, vector, depth)
-
-    async def _semantic_search(self, key: UserKey, query: str, options: SearchOptions) -> list[Entry]:
-        vector = await self._query_vector(query.strip())
-        dense = await self._dense_candidates(key, vector, options)
-        calibration = keyword.calibration_for(self.embedder)
-        return keyword.dense_results(dense, options, calibration=calibration, default_max=self.max_results)
-
-    async def _hybrid_search(self, key: UserKey, query: str, options: SearchOptions) -> list[Entry]:
-        query = query.strip()
-        embedder = self.embedder
-        embed_tokens = getattr(embedder, "embed_tokens", None)
-        # The query's embedding (model work in a thread) and the keyword candidates
-        # (store I/O) do not depend on each other: one waits while the other runs.
-        vector, (keyword_entries, keyword_stats) = await asyncio.gather(
-            self._query_vector(query),
-            self._keyword_candidates(key, query, LEXICAL_SPACE, self._hybrid_keyword_depth(query, options)),
-        )
-        dense = await self._dense_candidates(key, vector, options)
-        depth = self._dense_depth(options)
-        everything = self._filtered(options) or len(dense) < depth
-        # The relevance floor measures the query's background over all the user's
-        # memories: when the store returned only the nearest ones, it needs their number.
-        size = None if everything else await self.store.count(key)
-        ranking = keyword.HybridRanking(
-            keyword_entries,
-            dense,
-            query,
-            dense_complete=everything,
-            calibration=keyword.calibration_for(embedder),
-            collection_size=size,
-            keyword_stats=keyword_stats,
-        )
-        if embed_tokens is not None:
-            targets = ranking.rerank_targets(options)
-            if targets:
-                token_vectors = await embed_tokens([query, *(e.memory.text for e in targets)])
-                similarities = keyword.token_similarities(token_vectors[0], token_vectors[1:])
-                ranking.set_token_similarities(
-                    {entry.id: value for entry, value in zip(targets, similarities, strict=True)}
-                )
-        return ranking.results(options, default_max=self.max_results)
-
     # -- auto extraction ------------------------------------------------------
 
     @property
@@ -668,7 +415,7 @@ class MemoryService:
         return self._auto
 
     def enqueue_auto_memory_job(
-        self, key: UserKey, session_id: str, messages: Sequence[dict], *, force: bool = False
+        self, key: UserKey, session_id: str, messages: Sequence[Mapping[str, object]], *, force: bool = False
     ) -> str:
         """After a turn: offer the session's messages (OpenAI format, the whole
         history) for background extraction. Never blocks; returns what happened

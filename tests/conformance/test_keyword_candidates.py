@@ -74,7 +74,7 @@ async def test_the_store_returns_the_best_ranked_holders(make_service) -> None:
 async def test_search_results_do_not_change_when_the_store_returns_few_candidates(
     make_service, monkeypatch
 ) -> None:
-    import memchat.engine.service as service_module
+    import memchat.engine.retrieval as service_module  # where search reads KEYWORD_CANDIDATES
 
     svc = make_service()
     for text in TEXTS:
