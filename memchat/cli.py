@@ -16,7 +16,7 @@ import sys
 import textwrap
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeAlias, TypeVar
 
 import typer
 
@@ -71,9 +71,13 @@ def _backend_epilog() -> str:
 
 
 #: The settings' options (memchat/settings.py declares them) that other commands reuse.
-if TYPE_CHECKING:
-    BackendOpt = UserOpt = AppOpt = TimeoutOpt = SearchOpt = str | None
-    SoftOpt = bool | None
+if TYPE_CHECKING:  # what the options hold, for the type checker
+    BackendOpt: TypeAlias = str | None
+    UserOpt: TypeAlias = str | None
+    AppOpt: TypeAlias = str | None
+    TimeoutOpt: TypeAlias = str | None
+    SearchOpt: TypeAlias = str | None
+    SoftOpt: TypeAlias = bool | None
 else:
     BackendOpt, UserOpt, AppOpt, TimeoutOpt, SearchOpt, SoftOpt = map(
         setting_option, ("memory", "user", "app", "timeout", "search", "soft_delete")

@@ -232,7 +232,7 @@ class Settings:
     extract_interval: float = setting(
         0.0,
         "Extract once this long has passed since the last extraction, e.g. 90s, 3m, 1h "
-        "(with --extract-every: see extract_match).",
+        "(with --extract-every: whichever comes first, unless extract_match is all).",
         env="MEMCHAT_EXTRACT_INTERVAL",
         config=("extraction", "interval"),
         flag="--extract-interval",
