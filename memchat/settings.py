@@ -40,286 +40,170 @@ _TOOLS_HELP = "memory_add, memory_update, memory_delete, memory_clear, memory_se
 
 @dataclass(frozen=True)
 class Settings:
+    # fmt: off
     memory: str = setting(
         "sqlite",
         "Storage backend: inmemory, sqlite, sqlitevec, redis, mysql, mysqlvec, postgres, pgvector, chromadb.",
-        env="MEMCHAT_MEMORY",
-        config=("memory", "backend"),
-        flag="--memory",
-        short="-m",
-        metavar="BACKEND",
-        choices=(
-            "sqlite",
-            "inmemory",
-            "sqlitevec",
-            "redis",
-            "mysql",
-            "mysqlvec",
-            "postgres",
-            "pgvector",
-            "chromadb",
-        ),
-        commands=(CHAT, ASK, MCP),
-        default_text="sqlite, in the user data folder",
+        env="MEMCHAT_MEMORY", config=("memory", "backend"), flag="--memory", short="-m", metavar="BACKEND",
+        choices=("sqlite", "inmemory", "sqlitevec", "redis", "mysql", "mysqlvec", "postgres", "pgvector",
+                 "chromadb"),
+        commands=(CHAT, ASK, MCP), default_text="sqlite, in the user data folder",
         note="Every one searches by meaning and keywords; where to connect is set by the backend "
         "variables ([env] below).",
     )
     model: str = setting(
-        DEFAULT_MODEL,
-        "Chat model ('offline' for the offline model).",
-        env="MEMCHAT_MODEL",
-        config=("model", "name"),
-        flag="--model",
-        metavar="MODEL",
-        commands=(CHAT, ASK),
+        DEFAULT_MODEL, "Chat model ('offline' for the offline model).",
+        env="MEMCHAT_MODEL", config=("model", "name"), flag="--model", metavar="MODEL", commands=(CHAT, ASK),
         note="The offline model is built in and rule-based; it answers when OPENAI_API_KEY is unset "
         "(and says so when another model was asked for). MODEL_NAME, the reference's variable, works too.",
     )
     user: str = setting(
-        "user",
-        "User id: whose memories these are.",
-        env="MEMCHAT_USER",
-        config=("session", "user"),
-        flag="--user",
-        short="-u",
-        metavar="USER",
+        "user", "User id: whose memories these are.",
+        env="MEMCHAT_USER", config=("session", "user"), flag="--user", short="-u", metavar="USER",
         commands=(CHAT, ASK, MCP),
     )
     app: str = setting(
-        "memory-chat",
-        "App name: the memories of one user are kept apart per app.",
-        env="MEMCHAT_APP",
-        config=("session", "app"),
-        flag="--app",
-        metavar="NAME",
-        commands=(CHAT, ASK, MCP),
+        "memory-chat", "App name: the memories of one user are kept apart per app.",
+        env="MEMCHAT_APP", config=("session", "app"), flag="--app", metavar="NAME", commands=(CHAT, ASK, MCP),
     )
     streaming: bool = setting(
-        True,
-        "Stream answers token by token.",
-        env="MEMCHAT_STREAMING",
-        config=("model", "streaming"),
-        flag="--streaming/--no-streaming",
+        True, "Stream answers token by token.",
+        env="MEMCHAT_STREAMING", config=("model", "streaming"), flag="--streaming/--no-streaming",
         note="ctrl+t in the TUI switches it and writes it here.",
     )
     soft_delete: bool = setting(
-        False,
-        "Keep deleted memories as restorable tombstones (`memchat memory restore` undoes a delete).",
-        env="MEMCHAT_SOFT_DELETE",
-        config=("memory", "soft_delete"),
-        flag="--soft-delete/--hard-delete",
-        commands=(CHAT, MCP),
-        default_text="hard (deleted for good)",
+        False, "Keep deleted memories as restorable tombstones (`memchat memory restore` undoes a delete).",
+        env="MEMCHAT_SOFT_DELETE", config=("memory", "soft_delete"), flag="--soft-delete/--hard-delete",
+        commands=(CHAT, MCP), default_text="hard (deleted for good)",
     )
     preload: int = setting(
-        0,
-        "Memories put in the system prompt: 0 off, N adaptive, -1 all.",
-        env="MEMCHAT_PRELOAD",
-        config=("model", "preload"),
-        flag="--preload",
-        metavar="N",
+        0, "Memories put in the system prompt: 0 off, N adaptive, -1 all.",
+        env="MEMCHAT_PRELOAD", config=("model", "preload"), flag="--preload", metavar="N",
     )
     limit: int = setting(
-        1000,
-        "Maximum active memories per user; 0 = no limit.",
-        env="MEMCHAT_MEMORY_LIMIT",
-        config=("memory", "limit"),
+        1000, "Maximum active memories per user; 0 = no limit.",
+        env="MEMCHAT_MEMORY_LIMIT", config=("memory", "limit"),
         note="Re-adding or updating an existing memory never counts against it.",
     )
     timeout: float = setting(
-        10.0,
-        "Give up on a backend operation (connect, query, lock wait) after this long, e.g. 10s.",
-        env="MEMCHAT_TIMEOUT",
-        config=("memory", "timeout"),
-        flag="--timeout",
-        metavar="DURATION",
-        commands=(CHAT, ASK, MCP),
-        duration=True,
+        10.0, "Give up on a backend operation (connect, query, lock wait) after this long, e.g. 10s.",
+        env="MEMCHAT_TIMEOUT", config=("memory", "timeout"), flag="--timeout", metavar="DURATION",
+        commands=(CHAT, ASK, MCP), duration=True,
     )
     #: How memories are ranked, for every search (tool, preload, CLI, TUI filter).
     search: str = setting(
-        "hybrid",
-        "How memories are found: hybrid (meaning and keywords), semantic (meaning only) "
+        "hybrid", "How memories are found: hybrid (meaning and keywords), semantic (meaning only) "
         "or keyword (shared words only, the reference's ranking).",
-        env="MEMCHAT_SEARCH",
-        config=("memory", "search"),
-        flag="--search",
-        metavar="MODE",
-        choices=("hybrid", "semantic", "keyword"),
-        commands=(CHAT, ASK, MCP),
+        env="MEMCHAT_SEARCH", config=("memory", "search"), flag="--search", metavar="MODE",
+        choices=("hybrid", "semantic", "keyword"), commands=(CHAT, ASK, MCP),
         note="Every search uses it: the memory_search tool, preload, `memchat memory search`, the TUI "
         "filter.",
     )
     #: What turns memories into vectors for semantic search ("none": keywords only).
     embedder: str = setting(
-        "default",
-        "Embedding model for semantic search: default (offline multilingual-e5-small), e5, "
+        "default", "Embedding model for semantic search: default (offline multilingual-e5-small), e5, "
         "minilm (offline, English), openai (OPENAI_EMBEDDING_MODEL; chosen when that is set) or none "
         "(keyword search only).",
-        env="MEMCHAT_EMBEDDER",
-        config=("memory", "embedder"),
+        env="MEMCHAT_EMBEDDER", config=("memory", "embedder"),
         choices=("default", "e5", "minilm", "openai", "none"),
     )
     history_tokens: int = setting(
         24_000,
         "Estimated tokens of a resumed session's history given to the model (the newest whole turns).",
-        env="MEMCHAT_HISTORY_TOKENS",
-        config=("session", "history_tokens"),
+        env="MEMCHAT_HISTORY_TOKENS", config=("session", "history_tokens"),
     )
     plain: bool = setting(False, "Line-mode chat (automatic when not on a terminal).", flag="--plain")
     resume: bool = setting(False, "Continue the most recent saved session.", flag="--resume", short="-c")
     session: str = setting(
-        "",
-        "Continue this saved session: its id or the end of it (`memchat sessions list`).",
-        flag="--session",
-        metavar="ID",
+        "", "Continue this saved session: its id or the end of it (`memchat sessions list`).",
+        flag="--session", metavar="ID",
     )
     enable_tools: tuple[str, ...] = setting(
-        (),
-        f"Enable a memory tool, e.g. memory_delete (repeatable): {_TOOLS_HELP}.",
-        env="MEMCHAT_ENABLE_TOOLS",
-        config=("tools", "enable"),
-        flag="--enable-tool",
-        metavar="TOOL",
-        commands=(CHAT, MCP),
-        example="memory_delete,memory_clear",
+        (), f"Enable a memory tool, e.g. memory_delete (repeatable): {_TOOLS_HELP}.",
+        env="MEMCHAT_ENABLE_TOOLS", config=("tools", "enable"), flag="--enable-tool", metavar="TOOL",
+        commands=(CHAT, MCP), example="memory_delete,memory_clear",
         note="In auto mode it also says what the background extractor may do (default: add, update, delete).",
     )
     disable_tools: tuple[str, ...] = setting(
-        (),
-        "Disable a memory tool (repeatable).",
-        env="MEMCHAT_DISABLE_TOOLS",
-        config=("tools", "disable"),
-        flag="--disable-tool",
-        metavar="TOOL",
+        (), "Disable a memory tool (repeatable).",
+        env="MEMCHAT_DISABLE_TOOLS", config=("tools", "disable"), flag="--disable-tool", metavar="TOOL",
         commands=(CHAT, MCP),
     )
     expose_tools: tuple[str, ...] = setting(
-        (),
-        "In auto mode, also show this memory tool to the model, e.g. memory_add (repeatable).",
-        env="MEMCHAT_EXPOSE_TOOLS",
-        config=("tools", "expose"),
-        flag="--expose-tool",
-        metavar="TOOL",
-        example="memory_add",
-        note="memory_search is always shown (and memory_load once enabled).",
+        (), "In auto mode, also show this memory tool to the model, e.g. memory_add (repeatable).",
+        env="MEMCHAT_EXPOSE_TOOLS", config=("tools", "expose"), flag="--expose-tool", metavar="TOOL",
+        example="memory_add", note="memory_search is always shown (and memory_load once enabled).",
     )
     extract: bool = setting(
-        False,
-        "Auto mode: a background extractor makes the memories after each turn; the model only searches them.",
-        env="MEMCHAT_EXTRACT",
-        config=("extraction", "enabled"),
-        flag="--extract/--no-extract",
+        False, "Auto mode: a background extractor makes the memories after each turn; the model only "
+        "searches them.",
+        env="MEMCHAT_EXTRACT", config=("extraction", "enabled"), flag="--extract/--no-extract",
     )
     extract_model: str = setting(
-        "",
-        "Model of the extractor ('offline' for the rule-based one, also used without OPENAI_API_KEY).",
-        env="MEMCHAT_EXTRACT_MODEL",
-        config=("extraction", "model"),
-        flag="--extract-model",
-        metavar="MODEL",
+        "", "Model of the extractor ('offline' for the rule-based one, also used without OPENAI_API_KEY).",
+        env="MEMCHAT_EXTRACT_MODEL", config=("extraction", "model"), flag="--extract-model", metavar="MODEL",
         default_text="the chat model",
     )
     extract_every: int = setting(
-        0,
-        "Extract once N new messages are pending (a turn is 2: yours and the answer).",
-        env="MEMCHAT_EXTRACT_EVERY",
-        config=("extraction", "every"),
-        flag="--extract-every",
-        metavar="N",
+        0, "Extract once N new messages are pending (a turn is 2: yours and the answer).",
+        env="MEMCHAT_EXTRACT_EVERY", config=("extraction", "every"), flag="--extract-every", metavar="N",
         default_text="0, after every turn",
     )
     extract_interval: float = setting(
-        0.0,
-        "Extract once this long has passed since the last extraction, e.g. 90s, 3m, 1h "
+        0.0, "Extract once this long has passed since the last extraction, e.g. 90s, 3m, 1h "
         "(with --extract-every: whichever comes first, unless extract_match is all).",
-        env="MEMCHAT_EXTRACT_INTERVAL",
-        config=("extraction", "interval"),
-        flag="--extract-interval",
-        metavar="DURATION",
-        duration=True,
-        default_text="0s, off",
-        example="3m",
+        env="MEMCHAT_EXTRACT_INTERVAL", config=("extraction", "interval"), flag="--extract-interval",
+        metavar="DURATION", duration=True, default_text="0s, off", example="3m",
     )
     extract_match: str = setting(
-        "any",
-        "With both extract_every and extract_interval: any (either) or all (both).",
-        env="MEMCHAT_EXTRACT_MATCH",
-        config=("extraction", "match"),
-        choices=("any", "all"),
+        "any", "With both extract_every and extract_interval: any (either) or all (both).",
+        env="MEMCHAT_EXTRACT_MATCH", config=("extraction", "match"), choices=("any", "all"),
     )
     update_policy: str = setting(
-        "merge_similar",
-        "How extracted changes apply: merge_similar (reconcile near-duplicates), "
+        "merge_similar", "How extracted changes apply: merge_similar (reconcile near-duplicates), "
         "preserve_history (changes become new memories), append_only (only adds).",
-        env="MEMCHAT_UPDATE_POLICY",
-        config=("extraction", "update_policy"),
-        flag="--update-policy",
-        metavar="POLICY",
-        choices=("merge_similar", "preserve_history", "append_only"),
+        env="MEMCHAT_UPDATE_POLICY", config=("extraction", "update_policy"), flag="--update-policy",
+        metavar="POLICY", choices=("merge_similar", "preserve_history", "append_only"),
     )
     workers: int = setting(
-        1,
-        "Background extraction workers.",
-        env="MEMCHAT_EXTRACT_WORKERS",
-        config=("extraction", "workers"),
-        flag="--workers",
-        metavar="N",
+        1, "Background extraction workers.",
+        env="MEMCHAT_EXTRACT_WORKERS", config=("extraction", "workers"), flag="--workers", metavar="N",
     )
     queue_size: int = setting(
-        10,
-        "Extraction jobs waiting per worker; when full, jobs wait their turn without blocking the chat.",
-        env="MEMCHAT_EXTRACT_QUEUE_SIZE",
-        config=("extraction", "queue_size"),
-        flag="--queue-size",
+        10, "Extraction jobs waiting per worker; when full, jobs wait their turn without blocking the chat.",
+        env="MEMCHAT_EXTRACT_QUEUE_SIZE", config=("extraction", "queue_size"), flag="--queue-size",
         metavar="N",
     )
     job_timeout: float = setting(
-        30.0,
-        "Time limit of one extraction, e.g. 30s.",
-        env="MEMCHAT_EXTRACT_JOB_TIMEOUT",
-        config=("extraction", "job_timeout"),
-        flag="--job-timeout",
-        metavar="DURATION",
-        duration=True,
+        30.0, "Time limit of one extraction, e.g. 30s.",
+        env="MEMCHAT_EXTRACT_JOB_TIMEOUT", config=("extraction", "job_timeout"), flag="--job-timeout",
+        metavar="DURATION", duration=True,
     )
     mcp_tokens: str = setting(
-        "",
-        "The token file of `memchat mcp --http` (its bearer tokens, as salted hashes).",
-        env="MEMCHAT_MCP_TOKENS",
-        config=("mcp", "tokens"),
+        "", "The token file of `memchat mcp --http` (its bearer tokens, as salted hashes).",
+        env="MEMCHAT_MCP_TOKENS", config=("mcp", "tokens"),
         default_text="mcp-tokens.json in the user data folder, beside the default SQLite database",
     )
     theme: str = setting(
-        "",
-        "The TUI's colour theme: any Textual theme, e.g. nord, gruvbox, textual-light.",
-        env="MEMCHAT_THEME",
-        config=("tui", "theme"),
-        default_text="Textual's default",
-        example="nord",
+        "", "The TUI's colour theme: any Textual theme, e.g. nord, gruvbox, textual-light.",
+        env="MEMCHAT_THEME", config=("tui", "theme"), default_text="Textual's default", example="nord",
         note="Changing it in the app (ctrl+p → Change theme) writes it here.",
     )
     tool_panels: str = setting(
-        "compact",
-        "Tool calls in the TUI: compact (one line each; Enter or a click opens one) or expanded.",
-        env="MEMCHAT_TOOL_PANELS",
-        config=("tui", "tool_panels"),
-        choices=("compact", "expanded"),
+        "compact", "Tool calls in the TUI: compact (one line each; Enter or a click opens one) or expanded.",
+        env="MEMCHAT_TOOL_PANELS", config=("tui", "tool_panels"), choices=("compact", "expanded"),
         note="ctrl+o in the app switches them and writes it here.",
     )
     api_key: str = setting(
-        "",
-        "The chat model's API key; without one the offline model answers.",
-        env="OPENAI_API_KEY",
-        secret=True,
-        default_text="none: the offline model",
-        example="sk-...",
+        "", "The chat model's API key; without one the offline model answers.",
+        env="OPENAI_API_KEY", secret=True, default_text="none: the offline model", example="sk-...",
     )
     base_url: str = setting(
         "", "An OpenAI-compatible endpoint (DeepSeek, vLLM, Ollama…).",
         env="OPENAI_BASE_URL", config=("model", "base_url"), default_text="OpenAI's",
         example="https://api.deepseek.com/v1",
-    )  # fmt: skip
+    )
+    # fmt: on
     #: The config file the TUI writes run-time choices to (theme, streaming, tool
     #: panels): the one in effect, else the user's; "" (tests, the library) = none.
     preferences_file: str = field(default="", repr=False)

@@ -13,7 +13,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .settings import DEFAULTS, KINDS, SPECS
-from .settings_spec import BACKEND_ENV, EXTRA_VARIABLES, SECTIONS, Spec, format_duration, shown_default
+from .settings_spec import (
+    BACKEND_ENV,
+    EXTRA_VARIABLES,
+    SECTIONS,
+    Spec,
+    as_text,
+    format_duration,
+    shown_default,
+)
 
 COMMAND = "python -m memchat.settings_docs"
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,14 +64,8 @@ def _toml_value(name: str) -> str:
 
 
 def _env_value(name: str) -> str:
-    default, spec = DEFAULTS[name], SPECS[name]
-    if spec.example:
-        return spec.example
-    if spec.duration:
-        return format_duration(default)
-    if isinstance(default, bool):
-        return "true" if default else "false"
-    return ",".join(default) if isinstance(default, tuple) else str(default)
+    spec = SPECS[name]
+    return spec.example or as_text(spec, DEFAULTS[name])
 
 
 def toml_text() -> str:

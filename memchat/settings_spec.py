@@ -64,17 +64,22 @@ def format_duration(seconds: float) -> str:
     return f"{seconds:g}s"
 
 
+def as_text(spec: Spec, value: Any) -> str:
+    """A value as an environment variable holds it: 10s, true, memory_add,memory_delete."""
+    if spec.duration:
+        return format_duration(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return ",".join(value) if isinstance(value, tuple) else str(value)
+
+
 def shown_default(spec: Spec, default: Any) -> str:
     """The default as ``--help``, the README and the comments say it."""
     if spec.default_text:
         return spec.default_text
-    if spec.duration:
-        return format_duration(default)
     if isinstance(default, bool):
         return "on" if default else "off"
-    if isinstance(default, tuple):
-        return ", ".join(default) or "none"
-    return str(default) if default != "" else "none"
+    return as_text(spec, default) or "none"
 
 
 def where(spec: Spec) -> str:
