@@ -1,7 +1,10 @@
-"""Command line: ``memchat memory …`` inspects and edits stored memories.
+"""Command line: ``memchat`` (the chat), ``memchat ask``, and ``memchat memory …``
+to inspect and edit stored memories.
 
-Heavy modules (backends' drivers) are imported only inside the commands, so
-``memchat --help`` stays instant.
+The settings' options come from their declarations (memchat/settings.py,
+through memchat/cli_options.py). Heavy modules (the engine, backends' drivers,
+Textual) are imported only inside the commands, so ``memchat --help`` stays
+instant and the TUI's first frame waits for nothing it does not need.
 """
 
 from __future__ import annotations
@@ -10,15 +13,21 @@ import asyncio
 import contextlib
 import os
 import sys
+import textwrap
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeAlias, TypeVar
 
 import typer
 
 from .cli_help import HELP_OPTIONS, PlainHelpCommand, PlainHelpGroup, show_version
+from .cli_options import fail as _fail
+from .cli_options import setting_option, takes_settings
+from .cli_options import utf8 as _utf8
 from .engine.model import MemchatError
 from .safe_text import one_line, printable
+from .settings import SPECS
+from .settings_spec import ASK, BACKEND_VARIABLES, CHAT
 
 T = TypeVar("T")
 
@@ -46,125 +55,42 @@ app.add_typer(memory_app, name="memory")
 
 
 def _backend_epilog() -> str:
-    from .settings import BACKEND_VARIABLES
-
+    """The variables without a flag of their own, from the declarations."""
     # "\b" keeps click from re-wrapping the block.
     lines = ["\b", "Backend variables (environment, .env, or [env] in memchat.toml):"]
     for backend, names in BACKEND_VARIABLES.items():
         lines.append(f"  {backend}: {', '.join(names)}")
     lines.append("Model: OPENAI_API_KEY, OPENAI_BASE_URL, MEMCHAT_MODEL (or MODEL_NAME).")
-    lines.append("Defaults: MEMCHAT_MEMORY, MEMCHAT_USER, MEMCHAT_APP, MEMCHAT_PRELOAD, MEMCHAT_STREAMING,")
-    lines.append("  MEMCHAT_SOFT_DELETE, MEMCHAT_MEMORY_LIMIT, MEMCHAT_TIMEOUT, MEMCHAT_HISTORY_TOKENS,")
-    lines.append("  MEMCHAT_CONFIG (a memchat.toml).")
-    lines.append(
-        "Search: MEMCHAT_SEARCH (hybrid, semantic, keyword), MEMCHAT_EMBEDDER (default, e5, minilm, "
-        "openai, none = keywords only)."
-    )
+    unflagged = [
+        spec.env for spec in SPECS.values() if spec.env and not spec.flag and spec.env.startswith("MEMCHAT_")
+    ]
+    lines.append("Settings without a flag (config/.env.example describes each):")
+    lines.extend(textwrap.wrap(", ".join(unflagged), 100, initial_indent="  ", subsequent_indent="  "))
+    lines.append("MEMCHAT_CONFIG: a memchat.toml to read (config/memchat.toml shows every key).")
     return "\n".join(lines)
 
 
-def _check_utf8(value: Any, what: str) -> None:
-    """Arguments that were not UTF-8 reach Python as surrogate escapes
-    (``\\udcff`` for the byte 0xff): refuse them with one sentence."""
-    for item in value if isinstance(value, list | tuple) else (value,):
-        if not isinstance(item, str):
-            continue
-        bad = next((ch for ch in item if "\ud800" <= ch <= "\udfff"), None)
-        if bad is not None:
-            byte = f" (byte 0x{ord(bad) - 0xDC00:02x})" if "\udc80" <= bad <= "\udcff" else ""
-            _fail(f"{what} is not valid UTF-8 text{byte}: check your terminal's encoding")
-
-
-def _utf8(what: str) -> Callable[[Any], Any]:
-    """A Typer parameter callback that rejects text that is not UTF-8."""
-
-    def check(value: Any) -> Any:
-        _check_utf8(value, what)
-        return value
-
-    return check
-
-
-BackendOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--memory",
-        "-m",
-        help="Storage backend: inmemory, sqlite, sqlitevec, redis, mysql, mysqlvec, postgres, pgvector, "
-        "chromadb (default: $MEMCHAT_MEMORY, else sqlite in the user data folder).",
-        show_default=False,
-        callback=_utf8("--memory"),
-        metavar="BACKEND",
-    ),
-]
-UserOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--user",
-        "-u",
-        help="User id (default: user).",
-        show_default=False,
-        callback=_utf8("--user"),
-        metavar="USER",
-    ),
-]
-AppOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--app",
-        help="App name (default: memory-chat).",
-        show_default=False,
-        callback=_utf8("--app"),
-        metavar="NAME",
-    ),
-]
-TimeoutOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--timeout",
-        help="Give up on a backend operation (connect, query, lock wait) after this long, e.g. 10s "
-        "(default 10s).",
-        show_default=False,
-        callback=_utf8("--timeout"),
-        metavar="DURATION",
-    ),
-]
-
-
-def _search_help() -> str:
-    from .settings import Settings
-
-    return Settings.help_for("search")
-
-
-SearchOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--search", help=_search_help(), show_default=False, callback=_utf8("--search"), metavar="MODE"
-    ),
-]
+#: The settings' options (memchat/settings.py declares them) that other commands reuse.
+if TYPE_CHECKING:  # what the options hold, for the type checker
+    BackendOpt: TypeAlias = str | None
+    UserOpt: TypeAlias = str | None
+    AppOpt: TypeAlias = str | None
+    TimeoutOpt: TypeAlias = str | None
+    SearchOpt: TypeAlias = str | None
+    SoftOpt: TypeAlias = bool | None
+else:
+    BackendOpt, UserOpt, AppOpt, TimeoutOpt, SearchOpt, SoftOpt = map(
+        setting_option, ("memory", "user", "app", "timeout", "search", "soft_delete")
+    )
 YesOpt = Annotated[
     bool,
     typer.Option("--yes", "-y", help="Do not ask for confirmation (required when stdin is not a terminal)."),
-]
-SoftOpt = Annotated[
-    bool | None,
-    typer.Option(
-        "--soft-delete/--hard-delete",
-        help="Keep deleted memories as restorable tombstones (default: hard).",
-        show_default=False,
-    ),
 ]
 EnvFileOpt = Annotated[
     Path | None,
     typer.Option("--env-file", help="Read variables from this file instead of ./.env.", metavar="PATH"),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
-
-
-def _fail(message: str, code: int = 2) -> NoReturn:
-    typer.echo(f"memchat: {printable(message)}", err=True)
-    raise typer.Exit(code)
 
 
 def _stdin_is_terminal() -> bool:
@@ -211,153 +137,16 @@ def _run(settings: Any, action: Callable[[Any, Any], Awaitable[T]]) -> T:
         _fail(str(exc))
 
 
+#: Options of the chat that later commands (`memchat --user alice memory list`) inherit.
+SHARED = ("memory", "user", "app", "timeout", "search")
+
+
 @app.callback(invoke_without_command=True, epilog=_backend_epilog())
+@takes_settings(CHAT)
 def chat(
     ctx: typer.Context,
-    memory: BackendOpt = None,
-    model: Annotated[
-        str | None,
-        typer.Option(
-            "--model",
-            metavar="MODEL",
-            help="Chat model (default: deepseek-v4-flash; 'offline' for the offline model).",
-            callback=_utf8("--model"),
-        ),
-    ] = None,
-    streaming: Annotated[
-        bool | None,
-        typer.Option("--streaming/--no-streaming", help="Stream answers token by token (default: on)."),
-    ] = None,
-    soft_delete: SoftOpt = None,
-    preload: Annotated[
-        int | None,
-        typer.Option(
-            "--preload", metavar="N", help="Memories put in the prompt: 0 off (default), N adaptive, -1 all."
-        ),
-    ] = None,
-    user: UserOpt = None,
-    app_name: AppOpt = None,
-    timeout: TimeoutOpt = None,
-    search: SearchOpt = None,
-    plain: Annotated[
-        bool, typer.Option("--plain", help="Line-mode chat (automatic when not on a terminal).")
-    ] = False,
-    resume: Annotated[
-        bool, typer.Option("--resume", "-c", help="Continue the most recent saved session.")
-    ] = False,
-    session: Annotated[
-        str | None,
-        typer.Option(
-            "--session",
-            help="Continue this saved session: its id or the end of it (`memchat sessions list`).",
-            callback=_utf8("--session"),
-        ),
-    ] = None,
+    flags: dict[str, Any],
     env_file: EnvFileOpt = None,
-    enable_tool: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--enable-tool",
-            metavar="TOOL",
-            help="Enable a memory tool, e.g. memory_delete (repeatable).",
-            callback=_utf8("--enable-tool"),
-        ),
-    ] = None,
-    disable_tool: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--disable-tool",
-            metavar="TOOL",
-            help="Disable a memory tool (repeatable).",
-            callback=_utf8("--disable-tool"),
-        ),
-    ] = None,
-    extract: Annotated[
-        bool | None,
-        typer.Option(
-            "--extract/--no-extract",
-            help="Auto mode: a background extractor makes the memories after each turn; the model "
-            "only searches them (default: off).",
-            show_default=False,
-        ),
-    ] = None,
-    extract_model: Annotated[
-        str | None,
-        typer.Option(
-            "--extract-model",
-            metavar="MODEL",
-            help="Model of the extractor (default: the chat model; 'offline' for the rule-based one, "
-            "also used without OPENAI_API_KEY).",
-            show_default=False,
-            callback=_utf8("--extract-model"),
-        ),
-    ] = None,
-    extract_every: Annotated[
-        int | None,
-        typer.Option(
-            "--extract-every",
-            metavar="N",
-            help="Extract once N new messages are pending (a turn is 2: yours and the answer). "
-            "Default: after every turn.",
-            show_default=False,
-        ),
-    ] = None,
-    extract_interval: Annotated[
-        str | None,
-        typer.Option(
-            "--extract-interval",
-            metavar="DURATION",
-            help="Extract once this long has passed since the last extraction, e.g. 90s, 3m, 1h "
-            "(with --extract-every: whichever comes first).",
-            show_default=False,
-            callback=_utf8("--extract-interval"),
-        ),
-    ] = None,
-    workers: Annotated[
-        int | None,
-        typer.Option(
-            "--workers", metavar="N", help="Background extraction workers (default: 1).", show_default=False
-        ),
-    ] = None,
-    queue_size: Annotated[
-        int | None,
-        typer.Option(
-            "--queue-size",
-            metavar="N",
-            help="Extraction jobs waiting per worker (default: 10); when full, jobs wait their turn "
-            "without blocking the chat.",
-            show_default=False,
-        ),
-    ] = None,
-    job_timeout: Annotated[
-        str | None,
-        typer.Option(
-            "--job-timeout",
-            metavar="DURATION",
-            help="Time limit of one extraction, e.g. 30s (default).",
-            show_default=False,
-            callback=_utf8("--job-timeout"),
-        ),
-    ] = None,
-    expose_tool: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--expose-tool",
-            metavar="TOOL",
-            help="In auto mode, also show this memory tool to the model, e.g. memory_add (repeatable).",
-            callback=_utf8("--expose-tool"),
-        ),
-    ] = None,
-    update_policy: Annotated[
-        str | None,
-        typer.Option(
-            "--update-policy",
-            metavar="POLICY",
-            help="How extracted changes apply: merge_similar (default), preserve_history, append_only.",
-            show_default=False,
-            callback=_utf8("--update-policy"),
-        ),
-    ] = None,
     version: Annotated[
         bool,
         typer.Option(
@@ -367,24 +156,13 @@ def chat(
 ) -> None:
     """Chat with long-term memory."""
     # `memchat --memory redis memory list` means the same as `memchat memory list --memory redis`.
-    flags = dict(
-        memory=memory, model=model, streaming=streaming, soft_delete=soft_delete, preload=preload,
-        user=user, app=app_name, timeout=timeout, search=search, enable_tools=tuple(enable_tool or ()),
-        disable_tools=tuple(disable_tool or ()), env_file=env_file,
-        extract=extract, extract_model=extract_model, extract_every=extract_every,
-        extract_interval=extract_interval, workers=workers, queue_size=queue_size, job_timeout=job_timeout,
-        expose_tools=tuple(expose_tool or ()), update_policy=update_policy,
-        resume=resume or None, session=session,
-    )  # fmt: skip
-    ctx.obj = {
-        "env_file": env_file, "memory": memory, "user": user, "app": app_name, "timeout": timeout,
-        "search": search, "chat": flags,
-    }  # fmt: skip
+    flags["env_file"] = env_file
+    ctx.obj = {"env_file": env_file, **{name: flags[name] for name in SHARED}, "chat": flags}
     if ctx.invoked_subcommand is not None:
         return
     settings = _settings(**flags)
     _say_offline_fallback(settings)
-    if not plain and sys.stdin.isatty() and sys.stdout.isatty():
+    if not settings.plain and sys.stdin.isatty() and sys.stdout.isatty():
         from .tui import run_tui  # Textual is imported only here
 
         raise typer.Exit(run_tui(settings))
@@ -399,6 +177,8 @@ def chat(
 
 def _say_offline_fallback(settings: Any) -> None:
     """A model was asked for, but there is no key: say on stderr that the offline model answers."""
+    if not settings.offline_fallback:
+        return  # the agent (and with it the engine) is imported only when there is something to say
     from .agent.factory import offline_notice
 
     notice = offline_notice(settings)
@@ -407,8 +187,10 @@ def _say_offline_fallback(settings: Any) -> None:
 
 
 @app.command("ask", cls=PlainHelpCommand)
+@takes_settings(ASK)
 def ask(
     ctx: typer.Context,
+    flags: dict[str, Any],
     question: Annotated[
         str | None,
         typer.Argument(
@@ -422,25 +204,12 @@ def ask(
         bool,
         typer.Option("--verbose", "-v", help="Also show the banner and the memory tool calls (on stderr)."),
     ] = False,
-    backend: BackendOpt = None,
-    user: UserOpt = None,
-    app_name: AppOpt = None,
-    model: Annotated[
-        str | None,
-        typer.Option(
-            "--model", metavar="MODEL", help="Chat model (as for the chat).", callback=_utf8("--model")
-        ),
-    ] = None,
-    timeout: TimeoutOpt = None,
-    search: SearchOpt = None,
 ) -> None:
     """Ask once and print only the answer (stdout), like `llm`: memchat ask "what do I like?" or
     echo "what do I like?" | memchat ask. Same memory, tools and settings as the chat; the chat's
     options before `ask` apply too (memchat --preload 5 ask …)."""
     parent = (ctx.find_root().obj or {}).get("chat", {})
-    given = {"memory": backend, "user": user, "app": app_name, "model": model, "timeout": timeout,
-             "search": search}  # fmt: skip
-    flags = {**parent, **{k: v for k, v in given.items() if v is not None}}
+    flags = {**parent, **{k: v for k, v in flags.items() if v is not None}}
     if question is None:
         if _stdin_is_terminal():
             _fail('give a question: memchat ask "what do I like?", or pipe it in: echo … | memchat ask')

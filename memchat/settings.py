@@ -1,147 +1,209 @@
 """One Settings object: flag > environment > .env > config file > default.
 
+Each field is declared once, with :func:`~memchat.settings_spec.setting`: its
+default, type, environment variable, config-file key, flag, metavar, help and
+choices. The command-line options (memchat/cli_options.py), the parsing below
+and the documented files (``python -m memchat.settings_docs``) read those
+declarations.
+
 Backend variables (``SQLITE_MEMORY_DSN``, ``REDIS_ADDR``, ``PG_HOST``…) are
 not fields here: they travel in ``Settings.env``, the merged environment
 (real environment over ``.env`` over the config file's ``[env]`` table), which
 is what the backend factories read.
+
+Importing this module imports neither the engine nor a driver (the TUI's
+first frame waits for it); validation imports engine parts only for values
+that are not the defaults.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memchat.engine.embedding import EMBEDDER_CHOICES
-from memchat.engine.model import SEARCH_MODES, ConfigError
+from .settings_spec import ASK, BACKEND_VARIABLES, CHAT, MCP, Spec, cli_help, setting
+
+if TYPE_CHECKING:
+    from memchat.engine.model import ConfigError
+
+__all__ = ["BACKEND_VARIABLES", "CONFIG_KEYS", "ENV_NAMES", "SPECS", "Settings", "parse_duration"]
 
 DEFAULT_MODEL = "deepseek-v4-flash"
 OFFLINE_MODEL = "offline"
 CONFIG_NAME = "memchat.toml"
-
-#: Every backend variable the reference's factory reads (listed in --help).
-BACKEND_VARIABLES: dict[str, tuple[str, ...]] = {
-    "sqlite": ("SQLITE_MEMORY_DSN",),
-    "sqlitevec": ("SQLITEVEC_MEMORY_DSN", "SQLITEVEC_EMBEDDER_MODEL", "SQLITEVEC_DIMENSION"),
-    "redis": ("REDIS_URL", "REDIS_ADDR"),
-    "mysql": ("MYSQL_DSN", "MYSQL_HOST", "MYSQL_PORT", "MYSQL_USER", "MYSQL_PASSWORD", "MYSQL_DATABASE"),
-    "mysqlvec": ("MYSQLVEC_DSN", "MYSQLVEC_HOST", "MYSQLVEC_PORT", "MYSQLVEC_USER", "MYSQLVEC_PASSWORD",
-                 "MYSQLVEC_DATABASE", "MYSQLVEC_EMBEDDER_MODEL", "MYSQLVEC_DIMENSION"),
-    "postgres": ("POSTGRES_DSN", "PG_HOST", "PG_PORT", "PG_USER", "PG_PASSWORD", "PG_DATABASE", "PG_SSLMODE"),
-    "pgvector": ("PGVECTOR_DSN", "PGVECTOR_HOST", "PGVECTOR_PORT", "PGVECTOR_USER", "PGVECTOR_PASSWORD",
-                 "PGVECTOR_DATABASE", "PGVECTOR_SSLMODE", "PGVECTOR_EMBEDDER_MODEL"),
-    "chromadb": ("CHROMA_BASE_URL", "CHROMA_PATH", "CHROMA_COLLECTION", "CHROMA_EMBEDDER_MODEL",
-                 "CHROMA_API_KEY", "CHROMA_BEARER_TOKEN", "CHROMA_TENANT", "CHROMA_DATABASE"),
-    "embeddings": ("OPENAI_EMBEDDING_MODEL", "OPENAI_EMBEDDING_API_KEY", "OPENAI_EMBEDDING_BASE_URL"),
-}  # fmt: skip
-
-#: Options that only mean something in auto mode (a flag for them without --extract is an error).
-EXTRACTION_FLAGS = {
-    "extract_model": "--extract-model",
-    "extract_every": "--extract-every",
-    "extract_interval": "--extract-interval",
-    "update_policy": "--update-policy",
-    "workers": "--workers",
-    "queue_size": "--queue-size",
-    "job_timeout": "--job-timeout",
-}
-#: Fields kept exactly as given (user and app name who owns the memories).
-EXACT_STRINGS = {"user", "app"}
-#: Fields holding seconds, given as 90, "90s", "3m", "1h30m"…
-DURATIONS = {"extract_interval", "job_timeout", "timeout"}
-
-
-def _setting(
-    default: Any, *, env: str = "", config: tuple[str, str] | None = None, help: str = "", flag: str = ""
-) -> Any:
-    """Declare a setting once: its default, environment variable, config file
-    key ``(section, key)``, command-line flag and help (shown by ``--help``)."""
-    return field(default=default, metadata={"env": env, "config": config, "help": help, "flag": flag})
+_TOOLS_HELP = "memory_add, memory_update, memory_delete, memory_clear, memory_search, memory_load"
 
 
 @dataclass(frozen=True)
 class Settings:
-    memory: str = _setting("sqlite", env="MEMCHAT_MEMORY", config=("memory", "backend"), flag="--memory")
-    model: str = _setting(DEFAULT_MODEL, env="MEMCHAT_MODEL", config=("model", "name"), flag="--model")
-    streaming: bool = _setting(True, env="MEMCHAT_STREAMING", config=("model", "streaming"))
-    soft_delete: bool = _setting(False, env="MEMCHAT_SOFT_DELETE", config=("memory", "soft_delete"))
-    preload: int = _setting(0, env="MEMCHAT_PRELOAD", config=("model", "preload"), flag="--preload")
-    user: str = _setting("user", env="MEMCHAT_USER", config=("session", "user"), flag="--user")
-    app: str = _setting("memory-chat", env="MEMCHAT_APP", config=("session", "app"), flag="--app")
-    limit: int = _setting(1000, env="MEMCHAT_MEMORY_LIMIT", config=("memory", "limit"))
-    enable_tools: tuple[str, ...] = _setting((), env="MEMCHAT_ENABLE_TOOLS", config=("tools", "enable"))
-    disable_tools: tuple[str, ...] = _setting((), env="MEMCHAT_DISABLE_TOOLS", config=("tools", "disable"))
-    api_key: str = field(default="", repr=False, metadata={"env": "OPENAI_API_KEY"})
-    base_url: str = _setting("", env="OPENAI_BASE_URL", config=("model", "base_url"))
-    plain: bool = False
-    #: ``--resume`` / ``-c``: continue the most recent saved session.
-    resume: bool = False
-    #: ``--session ID``: continue this saved session.
-    session: str = ""
-    #: Estimated tokens of a resumed session's history sent to the model (the newest whole turns).
-    history_tokens: int = _setting(
-        24_000,
-        env="MEMCHAT_HISTORY_TOKENS",
-        config=("session", "history_tokens"),
-        help="Estimated tokens of a resumed session's history given to the model (default 24000).",
+    # fmt: off
+    memory: str = setting(
+        "sqlite",
+        "Storage backend: inmemory, sqlite, sqlitevec, redis, mysql, mysqlvec, postgres, pgvector, chromadb.",
+        env="MEMCHAT_MEMORY", config=("memory", "backend"), flag="--memory", short="-m", metavar="BACKEND",
+        choices=("sqlite", "inmemory", "sqlitevec", "redis", "mysql", "mysqlvec", "postgres", "pgvector",
+                 "chromadb"),
+        commands=(CHAT, ASK, MCP), default_text="sqlite, in the user data folder",
+        note="Every one searches by meaning and keywords; where to connect is set by the backend "
+        "variables ([env] below).",
+    )
+    model: str = setting(
+        DEFAULT_MODEL, "Chat model ('offline' for the offline model).",
+        env="MEMCHAT_MODEL", config=("model", "name"), flag="--model", metavar="MODEL", commands=(CHAT, ASK),
+        note="The offline model is built in and rule-based; it answers when OPENAI_API_KEY is unset "
+        "(and says so when another model was asked for). MODEL_NAME, the reference's variable, works too.",
+    )
+    user: str = setting(
+        "user", "User id: whose memories these are.",
+        env="MEMCHAT_USER", config=("session", "user"), flag="--user", short="-u", metavar="USER",
+        commands=(CHAT, ASK, MCP),
+    )
+    app: str = setting(
+        "memory-chat", "App name: the memories of one user are kept apart per app.",
+        env="MEMCHAT_APP", config=("session", "app"), flag="--app", metavar="NAME", commands=(CHAT, ASK, MCP),
+    )
+    streaming: bool = setting(
+        True, "Stream answers token by token.",
+        env="MEMCHAT_STREAMING", config=("model", "streaming"), flag="--streaming/--no-streaming",
+        note="ctrl+t in the TUI switches it and writes it here.",
+    )
+    soft_delete: bool = setting(
+        False, "Keep deleted memories as restorable tombstones (`memchat memory restore` undoes a delete).",
+        env="MEMCHAT_SOFT_DELETE", config=("memory", "soft_delete"), flag="--soft-delete/--hard-delete",
+        commands=(CHAT, MCP), default_text="hard (deleted for good)",
+    )
+    preload: int = setting(
+        0, "Memories put in the system prompt: 0 off, N adaptive, -1 all.",
+        env="MEMCHAT_PRELOAD", config=("model", "preload"), flag="--preload", metavar="N",
+    )
+    limit: int = setting(
+        1000, "Maximum active memories per user; 0 = no limit.",
+        env="MEMCHAT_MEMORY_LIMIT", config=("memory", "limit"),
+        note="Re-adding or updating an existing memory never counts against it.",
+    )
+    timeout: float = setting(
+        10.0, "Give up on a backend operation (connect, query, lock wait) after this long, e.g. 10s.",
+        env="MEMCHAT_TIMEOUT", config=("memory", "timeout"), flag="--timeout", metavar="DURATION",
+        commands=(CHAT, ASK, MCP), duration=True,
     )
     #: How memories are ranked, for every search (tool, preload, CLI, TUI filter).
-    search: str = _setting(
-        SEARCH_MODES[0],
-        env="MEMCHAT_SEARCH",
-        config=("memory", "search"),
-        flag="--search",
-        help="How memories are found: hybrid (meaning and keywords, default), semantic (meaning only) "
+    search: str = setting(
+        "hybrid", "How memories are found: hybrid (meaning and keywords), semantic (meaning only) "
         "or keyword (shared words only, the reference's ranking).",
+        env="MEMCHAT_SEARCH", config=("memory", "search"), flag="--search", metavar="MODE",
+        choices=("hybrid", "semantic", "keyword"), commands=(CHAT, ASK, MCP),
+        note="Every search uses it: the memory_search tool, preload, `memchat memory search`, the TUI "
+        "filter.",
     )
     #: What turns memories into vectors for semantic search ("none": keywords only).
-    embedder: str = _setting(
-        EMBEDDER_CHOICES[0],
-        env="MEMCHAT_EMBEDDER",
-        config=("memory", "embedder"),
-        help="Embedding model for semantic search: default (offline multilingual-e5-small), e5, minilm "
-        "(offline, English), openai (OPENAI_EMBEDDING_MODEL; chosen when that is set) or none "
+    embedder: str = setting(
+        "default", "Embedding model for semantic search: default (offline multilingual-e5-small), e5, "
+        "minilm (offline, English), openai (OPENAI_EMBEDDING_MODEL; chosen when that is set) or none "
         "(keyword search only).",
+        env="MEMCHAT_EMBEDDER", config=("memory", "embedder"),
+        choices=("default", "e5", "minilm", "openai", "none"),
     )
-    #: Auto mode: a background extractor makes the memories (the agent only searches).
-    extract: bool = _setting(False, env="MEMCHAT_EXTRACT", config=("extraction", "enabled"))
-    #: The extractor's model ("" = the chat model; "offline" = the rule-based extractor).
-    extract_model: str = _setting("", env="MEMCHAT_EXTRACT_MODEL", config=("extraction", "model"))
-    #: Extract once at least this many new messages are pending (0 = after every turn).
-    extract_every: int = _setting(0, env="MEMCHAT_EXTRACT_EVERY", config=("extraction", "every"))
-    #: Extract once this many seconds passed since the last extraction (0 = off).
-    extract_interval: float = _setting(0.0, env="MEMCHAT_EXTRACT_INTERVAL", config=("extraction", "interval"))
-    #: With both extract_every and extract_interval: "any" (either) or "all" (both).
-    extract_match: str = _setting("any", env="MEMCHAT_EXTRACT_MATCH", config=("extraction", "match"))
-    update_policy: str = _setting(
-        "merge_similar", env="MEMCHAT_UPDATE_POLICY", config=("extraction", "update_policy")
+    history_tokens: int = setting(
+        24_000,
+        "Estimated tokens of a resumed session's history given to the model (the newest whole turns).",
+        env="MEMCHAT_HISTORY_TOKENS", config=("session", "history_tokens"),
     )
-    workers: int = _setting(1, env="MEMCHAT_EXTRACT_WORKERS", config=("extraction", "workers"))
-    queue_size: int = _setting(10, env="MEMCHAT_EXTRACT_QUEUE_SIZE", config=("extraction", "queue_size"))
-    job_timeout: float = _setting(
-        30.0, env="MEMCHAT_EXTRACT_JOB_TIMEOUT", config=("extraction", "job_timeout")
+    plain: bool = setting(False, "Line-mode chat (automatic when not on a terminal).", flag="--plain")
+    resume: bool = setting(False, "Continue the most recent saved session.", flag="--resume", short="-c")
+    session: str = setting(
+        "", "Continue this saved session: its id or the end of it (`memchat sessions list`).",
+        flag="--session", metavar="ID",
     )
-    #: Seconds a memory backend may take to answer (connecting, each call, lock
-    #: waits) before the call fails with a clear error.
-    timeout: float = _setting(10.0, env="MEMCHAT_TIMEOUT", config=("memory", "timeout"), flag="--timeout")
-    #: Tools shown to the model in auto mode besides memory_search (e.g. memory_add).
-    expose_tools: tuple[str, ...] = _setting((), env="MEMCHAT_EXPOSE_TOOLS", config=("tools", "expose"))
-    #: Where `memchat mcp` keeps its HTTP bearer tokens (hashed); "" = the user data folder.
-    mcp_tokens: str = _setting(
-        "",
-        env="MEMCHAT_MCP_TOKENS",
-        config=("mcp", "tokens"),
-        help="The MCP server's token file (default: mcp-tokens.json in the user data folder, "
-        "beside the default SQLite database).",
+    enable_tools: tuple[str, ...] = setting(
+        (), f"Enable a memory tool, e.g. memory_delete (repeatable): {_TOOLS_HELP}.",
+        env="MEMCHAT_ENABLE_TOOLS", config=("tools", "enable"), flag="--enable-tool", metavar="TOOL",
+        commands=(CHAT, MCP), example="memory_delete,memory_clear",
+        note="In auto mode it also says what the background extractor may do (default: add, update, delete).",
     )
-    #: The TUI's colour theme ("" = Textual's default); remembered when changed in the app.
-    theme: str = _setting("", env="MEMCHAT_THEME", config=("tui", "theme"))
-    #: Tool-call panels in the TUI: "compact" (one line each, Enter opens one) or "expanded".
-    tool_panels: str = _setting("compact", env="MEMCHAT_TOOL_PANELS", config=("tui", "tool_panels"))
+    disable_tools: tuple[str, ...] = setting(
+        (), "Disable a memory tool (repeatable).",
+        env="MEMCHAT_DISABLE_TOOLS", config=("tools", "disable"), flag="--disable-tool", metavar="TOOL",
+        commands=(CHAT, MCP),
+    )
+    expose_tools: tuple[str, ...] = setting(
+        (), "In auto mode, also show this memory tool to the model, e.g. memory_add (repeatable).",
+        env="MEMCHAT_EXPOSE_TOOLS", config=("tools", "expose"), flag="--expose-tool", metavar="TOOL",
+        example="memory_add", note="memory_search is always shown (and memory_load once enabled).",
+    )
+    extract: bool = setting(
+        False, "Auto mode: a background extractor makes the memories after each turn; the model only "
+        "searches them.",
+        env="MEMCHAT_EXTRACT", config=("extraction", "enabled"), flag="--extract/--no-extract",
+    )
+    extract_model: str = setting(
+        "", "Model of the extractor ('offline' for the rule-based one, also used without OPENAI_API_KEY).",
+        env="MEMCHAT_EXTRACT_MODEL", config=("extraction", "model"), flag="--extract-model", metavar="MODEL",
+        default_text="the chat model",
+    )
+    extract_every: int = setting(
+        0, "Extract once N new messages are pending (a turn is 2: yours and the answer).",
+        env="MEMCHAT_EXTRACT_EVERY", config=("extraction", "every"), flag="--extract-every", metavar="N",
+        default_text="0, after every turn",
+    )
+    extract_interval: float = setting(
+        0.0, "Extract once this long has passed since the last extraction, e.g. 90s, 3m, 1h "
+        "(with --extract-every: whichever comes first, unless extract_match is all).",
+        env="MEMCHAT_EXTRACT_INTERVAL", config=("extraction", "interval"), flag="--extract-interval",
+        metavar="DURATION", duration=True, default_text="0s, off", example="3m",
+    )
+    extract_match: str = setting(
+        "any", "With both extract_every and extract_interval: any (either) or all (both).",
+        env="MEMCHAT_EXTRACT_MATCH", config=("extraction", "match"), choices=("any", "all"),
+    )
+    update_policy: str = setting(
+        "merge_similar", "How extracted changes apply: merge_similar (reconcile near-duplicates), "
+        "preserve_history (changes become new memories), append_only (only adds).",
+        env="MEMCHAT_UPDATE_POLICY", config=("extraction", "update_policy"), flag="--update-policy",
+        metavar="POLICY", choices=("merge_similar", "preserve_history", "append_only"),
+    )
+    workers: int = setting(
+        1, "Background extraction workers.",
+        env="MEMCHAT_EXTRACT_WORKERS", config=("extraction", "workers"), flag="--workers", metavar="N",
+    )
+    queue_size: int = setting(
+        10, "Extraction jobs waiting per worker; when full, jobs wait their turn without blocking the chat.",
+        env="MEMCHAT_EXTRACT_QUEUE_SIZE", config=("extraction", "queue_size"), flag="--queue-size",
+        metavar="N",
+    )
+    job_timeout: float = setting(
+        30.0, "Time limit of one extraction, e.g. 30s.",
+        env="MEMCHAT_EXTRACT_JOB_TIMEOUT", config=("extraction", "job_timeout"), flag="--job-timeout",
+        metavar="DURATION", duration=True,
+    )
+    mcp_tokens: str = setting(
+        "", "The token file of `memchat mcp --http` (its bearer tokens, as salted hashes).",
+        env="MEMCHAT_MCP_TOKENS", config=("mcp", "tokens"),
+        default_text="mcp-tokens.json in the user data folder, beside the default SQLite database",
+    )
+    theme: str = setting(
+        "", "The TUI's colour theme: any Textual theme, e.g. nord, gruvbox, textual-light.",
+        env="MEMCHAT_THEME", config=("tui", "theme"), default_text="Textual's default", example="nord",
+        note="Changing it in the app (ctrl+p → Change theme) writes it here.",
+    )
+    tool_panels: str = setting(
+        "compact", "Tool calls in the TUI: compact (one line each; Enter or a click opens one) or expanded.",
+        env="MEMCHAT_TOOL_PANELS", config=("tui", "tool_panels"), choices=("compact", "expanded"),
+        note="ctrl+o in the app switches them and writes it here.",
+    )
+    api_key: str = setting(
+        "", "The chat model's API key; without one the offline model answers.",
+        env="OPENAI_API_KEY", secret=True, default_text="none: the offline model", example="sk-...",
+    )
+    base_url: str = setting(
+        "", "An OpenAI-compatible endpoint (DeepSeek, vLLM, Ollama…).",
+        env="OPENAI_BASE_URL", config=("model", "base_url"), default_text="OpenAI's",
+        example="https://api.deepseek.com/v1",
+    )
+    # fmt: on
     #: The config file the TUI writes run-time choices to (theme, streaming, tool
     #: panels): the one in effect, else the user's; "" (tests, the library) = none.
     preferences_file: str = field(default="", repr=False)
@@ -152,12 +214,8 @@ class Settings:
 
     @classmethod
     def help_for(cls, name: str) -> str:
-        """The help text declared with the setting, naming its variable and config key."""
-        meta = _META[name]
-        where = [meta["env"]] if meta["env"] else []
-        if meta["config"]:
-            where.append("[{}] {} in memchat.toml".format(*meta["config"]))
-        return meta["help"] + (f" Also {' or '.join(where)}." if where else "")
+        """The ``--help`` text declared with the setting, with its default, variable and config key."""
+        return cli_help(SPECS[name], DEFAULTS[name])
 
     @property
     def offline(self) -> bool:
@@ -223,7 +281,7 @@ class Settings:
 
         dotenv_path = Path(env_file) if env_file else cwd / ".env"
         if env_file and not dotenv_path.is_file():
-            raise ConfigError(f"--env-file {dotenv_path} does not exist: check the path")
+            raise _error(f"--env-file {dotenv_path} does not exist: check the path")
         if dotenv_path.is_file():
             from dotenv import dotenv_values
 
@@ -247,58 +305,60 @@ class Settings:
         return settings.validated()
 
     def validated(self) -> Settings:
-        from backends import check_name
+        name = self.memory
+        if name not in SPECS["memory"].choices:  # the backends' own message for a wrong name
+            from backends import check_name
 
-        name = check_name(self.memory)
+            name = check_name(name)
         self._validate_scope()
         if self.preload < -1:
-            raise ConfigError(
-                f"preload must be -1 (all), 0 (off) or a number of memories, not {self.preload}"
-            )
+            raise _error(f"preload must be -1 (all), 0 (off) or a number of memories, not {self.preload}")
         if self.history_tokens < 1:
-            raise ConfigError(
+            raise _error(
                 f"{self.origin_of('history_tokens')} must be a positive number of tokens "
                 f"such as 24000, not {self.history_tokens}"
             )
         if self.resume and self.session:
-            raise ConfigError("--resume and --session both choose a session to continue: give one of them")
+            raise _error("--resume and --session both choose a session to continue: give one of them")
         if self.limit < 0:
-            raise ConfigError(f"memory limit must be 0 (no limit) or more, not {self.limit}")
-        from memchat.engine.tools import ALL_TOOLS
-
-        for tool in (*self.enable_tools, *self.disable_tools):
-            if tool not in ALL_TOOLS:
-                raise ConfigError(f"unknown tool {tool!r}: choose from {', '.join(ALL_TOOLS)}")
-        both = set(self.enable_tools) & set(self.disable_tools)
-        if both:
-            raise ConfigError(f"{', '.join(sorted(both))} is both enabled and disabled: pick one")
-        for tool in self.expose_tools:
-            if tool not in ALL_TOOLS:
-                raise ConfigError(
-                    f"unknown tool {tool!r} for --expose-tool: choose from {', '.join(ALL_TOOLS)}"
-                )
+            raise _error(f"memory limit must be 0 (no limit) or more, not {self.limit}")
+        self._validate_tools()
         self._validate_choices()
-        if self.tool_panels not in TOOL_PANELS:
-            raise ConfigError(
+        if self.tool_panels not in SPECS["tool_panels"].choices:
+            raise _error(
                 f"{self.origin_of('tool_panels')} is {self.tool_panels!r}: choose compact (one line per "
                 "tool call, the default) or expanded"
             )
         if not self.timeout > 0 or self.timeout == float("inf"):
-            raise ConfigError("--timeout must be a positive duration such as 10s")
+            raise _error("--timeout must be a positive duration such as 10s")
         self._validate_extraction()
         return replace(self, memory=name)
+
+    def _validate_tools(self) -> None:
+        if not (self.enable_tools or self.disable_tools or self.expose_tools):
+            return  # the engine's tool names are imported only when some are named
+        from memchat.engine.tools import ALL_TOOLS
+
+        for tool in (*self.enable_tools, *self.disable_tools):
+            if tool not in ALL_TOOLS:
+                raise _error(f"unknown tool {tool!r}: choose from {', '.join(ALL_TOOLS)}")
+        both = set(self.enable_tools) & set(self.disable_tools)
+        if both:
+            raise _error(f"{', '.join(sorted(both))} is both enabled and disabled: pick one")
+        for tool in self.expose_tools:
+            if tool not in ALL_TOOLS:
+                raise _error(f"unknown tool {tool!r} for --expose-tool: choose from {', '.join(ALL_TOOLS)}")
 
     def _validate_scope(self) -> None:
         """An empty or blank user or app is an error, never a silent default
         (an empty environment variable still means unset: it never gets here)."""
-        scopes = (("user", "--user", "a user ID", "alice"), ("app", "--app", "an app name", "my-app"))
-        for name, flag, noun, example in scopes:
-            value = getattr(self, name)
+        for name, noun, example in (("user", "a user ID", "alice"), ("app", "an app name", "my-app")):
+            value, default, flag = getattr(self, name), DEFAULTS[name], SPECS[name].flag
             origin = self.sources.get(name, "")
             if isinstance(value, str) and value.strip():
-                _check_identity(name, value, origin, flag)
+                if value != default:
+                    _check_identity(name, value, origin, flag)
                 continue
-            default = getattr(Settings, name)
             if origin == "command line":
                 where = flag
                 fix = f"give {noun} such as {flag} {example}, or leave the option out for {default!r}"
@@ -310,25 +370,27 @@ class Settings:
                 fix = f"set it to {noun} or unset it (the default is {default!r})"
             else:
                 where, fix = name, f"give {noun} (the default is {default!r})"
-            raise ConfigError(f"{where} is empty: {fix}")
+            raise _error(f"{where} is empty: {fix}")
 
     def _validate_choices(self) -> None:
         """--search and the embedder: one of their names, said with where the value came from."""
         nouns = {"search": "a search mode", "embedder": "an embedder"}
-        for name, choices in CHOICES.items():
-            value = getattr(self, name)
+        for name, noun in nouns.items():
+            value, choices = getattr(self, name), SPECS[name].choices
             if value not in choices:
-                first, *rest = choices
-                raise ConfigError(
-                    f"{self.origin_of(name)} is {value!r}, which is not {nouns[name]}: "
-                    f"choose {first} (the default), {', '.join(rest[:-1])} or {rest[-1]}"
+                default = DEFAULTS[name]
+                *rest, last = (c for c in choices if c != default)
+                listed = f"{', '.join(rest)} or {last}" if rest else last
+                raise _error(
+                    f"{self.origin_of(name)} is {value!r}, which is not {noun}: "
+                    f"choose {default} (the default), {listed}"
                 )
 
     def origin_of(self, name: str) -> str:
         """How a person would name where a setting came from: its flag, variable or config key."""
-        meta, origin = _META[name], self.sources.get(name, "")
+        origin = self.sources.get(name, "")
         if origin == "command line":
-            return meta.get("flag") or name
+            return SPECS[name].flag.split("/")[0] or name
         if origin.startswith("config file "):
             return f"{origin.removeprefix('config file ')} in the config file"
         if origin:  # the environment or a .env file: "<where> VARIABLE"
@@ -336,32 +398,31 @@ class Settings:
         return name
 
     def _validate_extraction(self) -> None:
-        from memchat.engine.extraction import POLICIES
-
         if not self.extract:
             given = [
-                flag for name, flag in EXTRACTION_FLAGS.items() if self.sources.get(name) == "command line"
+                SPECS[name].flag
+                for name in EXTRACTION_ONLY
+                if self.sources.get(name) == "command line" and SPECS[name].flag
             ]
             if given:
-                raise ConfigError(f"{given[0]} only applies to auto extraction: add --extract")
+                raise _error(f"{given[0]} only applies to auto extraction: add --extract")
         if self.extract_every < 0:
-            raise ConfigError(
+            raise _error(
                 f"--extract-every must be 0 (every turn) or a number of messages, not {self.extract_every}"
             )
         if self.extract_interval < 0:
-            raise ConfigError("--extract-interval must be 0 (off) or a positive duration such as 3m")
-        if self.extract_match not in ("any", "all"):
-            raise ConfigError(f"extraction match must be 'any' or 'all', not {self.extract_match!r}")
-        if self.update_policy not in POLICIES:
-            raise ConfigError(
-                f"unknown update policy {self.update_policy!r}: choose from {', '.join(POLICIES)}"
-            )
+            raise _error("--extract-interval must be 0 (off) or a positive duration such as 3m")
+        if self.extract_match not in SPECS["extract_match"].choices:
+            raise _error(f"extraction match must be 'any' or 'all', not {self.extract_match!r}")
+        policies = SPECS["update_policy"].choices
+        if self.update_policy not in policies:
+            raise _error(f"unknown update policy {self.update_policy!r}: choose from {', '.join(policies)}")
         if self.workers < 1:
-            raise ConfigError(f"--workers must be 1 or more, not {self.workers}")
+            raise _error(f"--workers must be 1 or more, not {self.workers}")
         if self.queue_size < 1:
-            raise ConfigError(f"--queue-size must be 1 or more, not {self.queue_size}")
+            raise _error(f"--queue-size must be 1 or more, not {self.queue_size}")
         if self.job_timeout <= 0:
-            raise ConfigError("--job-timeout must be a positive duration such as 30s")
+            raise _error("--job-timeout must be a positive duration such as 30s")
 
     def tool_settings(self) -> Any:
         from memchat.engine.tools import ToolSettings
@@ -377,17 +438,29 @@ class Settings:
         return shown
 
 
-_META: dict[str, Mapping[str, Any]] = {f.name: f.metadata for f in fields(Settings)}
+#: Settings field → its declaration, in declaration order (fields without one are not settings).
+SPECS: dict[str, Spec] = {f.name: f.metadata["spec"] for f in fields(Settings) if "spec" in f.metadata}
+DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(Settings) if f.name in SPECS}
+#: Settings field → its type, as declared ("str", "bool", "int", "float", "tuple[str, ...]").
+KINDS: dict[str, str] = {f.name: str(f.type) for f in fields(Settings) if f.name in SPECS}
 #: Settings field → environment variable.
-ENV_NAMES: dict[str, str] = {name: meta["env"] for name, meta in _META.items() if meta.get("env")}
+ENV_NAMES: dict[str, str] = {name: spec.env for name, spec in SPECS.items() if spec.env}
 #: Config file (section, key) → Settings field.
-CONFIG_KEYS: dict[tuple[str, str], str] = {
-    meta["config"]: name for name, meta in _META.items() if meta.get("config")
-}
+CONFIG_KEYS: dict[tuple[str, str], str] = {spec.config: name for name, spec in SPECS.items() if spec.config}
+#: Options that only mean something in auto mode (a flag for them without --extract is an error).
+EXTRACTION_ONLY = [name for name, spec in SPECS.items() if spec.config and spec.config[0] == "extraction"
+                   and name not in ("extract", "extract_match")]  # fmt: skip
 #: Fields compared without regard to case ("Hybrid" = "hybrid").
-CHOICES = {"search": SEARCH_MODES, "embedder": EMBEDDER_CHOICES}
-#: How the TUI shows tool calls.
-TOOL_PANELS = ("compact", "expanded")
+CASELESS = {"search", "embedder", "tool_panels"}
+#: Fields kept exactly as given (user and app name who owns the memories).
+EXACT_STRINGS = {"user", "app"}
+
+
+def _error(message: str) -> ConfigError:
+    """A ConfigError (the engine's model is imported only when there is one to raise)."""
+    from memchat.engine.model import ConfigError
+
+    return ConfigError(message)
 
 
 def _check_identity(name: str, value: str, origin: str, flag: str) -> None:
@@ -404,7 +477,7 @@ def _check_identity(name: str, value: str, origin: str, flag: str) -> None:
             where = f"{origin.removeprefix('config file ')} in the config file"
         else:
             where = flag if origin in ("", "command line") else origin.rsplit(" ", 1)[-1]
-        raise ConfigError(f"{where} is not usable: {exc}") from None
+        raise _error(f"{where} is not usable: {exc}") from None
 
 
 def _find_config(cwd: Path, environ: Mapping[str, str]) -> Path | None:
@@ -412,7 +485,7 @@ def _find_config(cwd: Path, environ: Mapping[str, str]) -> Path | None:
     if explicit:
         path = Path(explicit)
         if not path.is_file():
-            raise ConfigError(f"MEMCHAT_CONFIG points to {path}, which does not exist")
+            raise _error(f"MEMCHAT_CONFIG points to {path}, which does not exist")
         return path
     candidates = [cwd / CONFIG_NAME]
     user = _user_config_path()
@@ -434,12 +507,14 @@ def _user_config_path() -> Path | None:
 def _read_config(path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
+    import tomllib
+
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path} is not valid TOML ({exc}): fix or remove it") from exc
+        raise _error(f"{path} is not valid TOML ({exc}): fix or remove it") from exc
     except OSError as exc:
-        raise ConfigError(f"cannot read {path}: {exc.strerror}") from exc
+        raise _error(f"cannot read {path}: {exc.strerror}") from exc
 
 
 def _apply_env(values: dict[str, Any], sources: dict[str, str], env: Mapping[str, str], origin: str) -> None:
@@ -463,15 +538,13 @@ _BOOLS = {
     "no": False,
     "off": False,
 }
-
-
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h)")
 
 
 def parse_duration(value: Any, label: str = "duration") -> float:
     """Seconds from 90, 1.5, "90", "90s", "3m", "1h30m" or "500ms"."""
     if isinstance(value, bool):
-        raise ConfigError(f"{label} must be a duration such as 90s, 3m or 1h, not {value!r}")
+        raise _error(f"{label} must be a duration such as 90s, 3m or 1h, not {value!r}")
     if isinstance(value, (int, float)):
         return float(value)
     text = str(value).strip().lower().replace(" ", "")
@@ -481,29 +554,31 @@ def parse_duration(value: Any, label: str = "duration") -> float:
         pass
     parts = _DURATION_PART.findall(text)
     if not text or "".join(n + u for n, u in parts) != text:
-        raise ConfigError(f"{label} must be a duration such as 90s, 3m or 1h, not {value!r}")
+        raise _error(f"{label} must be a duration such as 90s, 3m or 1h, not {value!r}")
     scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
     return sum(float(number) * scale[unit] for number, unit in parts)
 
 
 def _coerce(name: str, value: Any) -> Any:
-    kind = {f.name: f.type for f in fields(Settings)}[name]
-    if name in DURATIONS:
-        return parse_duration(value, _label(name))
+    """A value from the command line, a variable or the config file, as its declared type."""
+    kind, spec = KINDS[name], SPECS[name]
+    label = spec.env or name
+    if spec.duration:
+        return parse_duration(value, label)
     if kind == "bool" and not isinstance(value, bool):
         parsed = _BOOLS.get(str(value).strip().lower())
         if parsed is None:
-            raise ConfigError(f"{_label(name)} must be true or false, not {value!r}")
+            raise _error(f"{label} must be true or false, not {value!r}")
         return parsed
     if kind == "int" and not isinstance(value, int):
         try:
             return int(str(value).strip())
         except ValueError:
-            raise ConfigError(f"{_label(name)} must be a whole number, not {value!r}") from None
+            raise _error(f"{label} must be a whole number, not {value!r}") from None
     if kind == "tuple[str, ...]":
         items = value.split(",") if isinstance(value, str) else list(value)
         return tuple(i.strip() for i in items if str(i).strip())
-    if name in CHOICES or name == "tool_panels":
+    if name in CASELESS:
         return str(value).strip().lower()
     if name in EXACT_STRINGS:
         # An identity is taken as typed: stripping " bob" would silently reach user "bob".
@@ -511,7 +586,3 @@ def _coerce(name: str, value: Any) -> Any:
     if kind == "str":
         return str(value).strip()
     return value
-
-
-def _label(name: str) -> str:
-    return ENV_NAMES.get(name, name)

@@ -1,8 +1,9 @@
 """config/memchat.toml and config/.env.example document every setting of
 memchat/settings.py, with the defaults the code really has.
 
-(A later issue generates both files from one declaration; until then this test
-is what keeps them from falling behind, as they had for the vector backends.)"""
+Both are generated from the declarations (`python -m memchat.settings_docs`;
+tests/test_settings_docs.py fails when they are stale); these tests check that
+what is generated really is what the code reads."""
 
 from __future__ import annotations
 

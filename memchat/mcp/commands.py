@@ -1,8 +1,9 @@
 """``memchat mcp``: serve the memory tools to other agents, and manage HTTP tokens.
 
 Registered on the main Typer app by ``memchat/cli.py``; the options are the
-chat's own (``--memory``, ``--user``, ``--enable-tool``…) and resolve through
-the same Settings. The SDK is imported only when a server starts.
+chat's own (``--memory``, ``--user``, ``--enable-tool``…: the settings declared
+for ``mcp`` in memchat/settings.py) and resolve through the same Settings.
+The SDK is imported only when a server starts.
 """
 
 from __future__ import annotations
@@ -13,19 +14,11 @@ from typing import Annotated, Any
 
 import typer
 
-from memchat.cli import (
-    AppOpt,
-    BackendOpt,
-    SearchOpt,
-    SoftOpt,
-    TimeoutOpt,
-    UserOpt,
-    _fail,
-    _settings,
-    _utf8,
-)
+from memchat.cli import SHARED, AppOpt, _fail, _settings, _utf8
+from memchat.cli_options import takes_settings
 from memchat.engine.model import MemchatError
 from memchat.safe_text import one_line
+from memchat.settings_spec import MCP
 
 mcp_app = typer.Typer(
     help="Serve your memories to other agents over the Model Context Protocol (stdio, or HTTP with tokens).",
@@ -44,30 +37,10 @@ def _pick(ctx: typer.Context, value: Any, name: str) -> Any:
 
 
 @mcp_app.callback(invoke_without_command=True)
+@takes_settings(MCP)
 def serve(
     ctx: typer.Context,
-    memory: BackendOpt = None,
-    user: UserOpt = None,
-    app_name: AppOpt = None,
-    timeout: TimeoutOpt = None,
-    search: SearchOpt = None,
-    soft_delete: SoftOpt = None,
-    enable_tool: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--enable-tool",
-            help="Offer this memory tool too, e.g. memory_delete (repeatable), as in the chat.",
-            callback=_utf8("--enable-tool"),
-        ),
-    ] = None,
-    disable_tool: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--disable-tool",
-            help="Do not offer this memory tool (repeatable).",
-            callback=_utf8("--disable-tool"),
-        ),
-    ] = None,
+    flags: dict[str, Any],
     http: Annotated[
         str | None,
         typer.Option(
@@ -83,18 +56,14 @@ def serve(
     """Start the MCP server (stdio by default, for desktop clients: they start this command)."""
     if ctx.invoked_subcommand is not None:
         return
-    user, app_name = _pick(ctx, user, "user"), _pick(ctx, app_name, "app")
-    if http is not None and (user is not None or app_name is not None):
+    # `memchat --memory redis mcp` = `memchat mcp --memory redis`; the option after `mcp` wins.
+    flags.update({name: _pick(ctx, flags[name], name) for name in SHARED})
+    if http is not None and (flags["user"] is not None or flags["app"] is not None):
         _fail(
             "over HTTP each request's token says who is calling: drop --user/--app, and create a "
             "token per user with `memchat mcp token create --user NAME`"
         )
-    settings = _settings(
-        memory=_pick(ctx, memory, "memory"), user=user, app=app_name, timeout=_pick(ctx, timeout, "timeout"),
-        search=_pick(ctx, search, "search"), soft_delete=soft_delete,
-        enable_tools=tuple(enable_tool or ()), disable_tools=tuple(disable_tool or ()),
-        env_file=_parent(ctx).get("env_file"),
-    )  # fmt: skip
+    settings = _settings(**flags, env_file=_parent(ctx).get("env_file"))
     from .run import configure_logging, require_sdk, run_http, run_stdio
 
     configure_logging()
