@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from memchat.engine import MemoryService, UserKey
+from memchat.engine.extraction.types import JobState
 from memchat.engine.preload import build_preload_block, merge_into_system, select_preload
 from memchat.engine.tools import Tool, ToolResult, unknown_tool_result
 
@@ -193,18 +194,19 @@ class Runner:
             return lambda: None
         return self.service.add_extraction_listener(listener)
 
-    def _enqueue_extraction(self, *, force: bool = False) -> str:
+    def _enqueue_extraction(self, *, force: bool = False) -> JobState:
         if not self.auto_extraction or not self.history:
-            return "off"
+            return JobState.OFF
         try:
-            return self.service.enqueue_auto_memory_job(
+            state = self.service.enqueue_auto_memory_job(
                 self.key, self.session_id, list(self.history), force=force
             )
         except Exception:  # extraction is best effort: never cost the user the turn
             log.warning("could not hand the turn to the memory extractor", exc_info=True)
-            return "failed"
+            return JobState.FAILED
+        return JobState(state)
 
-    def flush_extraction(self) -> str:
+    def flush_extraction(self) -> JobState:
         """Extract what is still pending in this conversation, whatever the checkers say
         (done on /new and when the chat ends)."""
         return self._enqueue_extraction(force=True)
