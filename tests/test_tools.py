@@ -850,3 +850,25 @@ async def test_a_result_with_a_lone_surrogate_is_still_sendable():
     content = await new_add_tool(Echo()).call({"memory": "Alice \ud800 likes tea"}, ALICE)
     content.encode("utf-8")
     assert json.loads(content)["memory"] == "Alice \ud800 likes tea"
+
+
+@pytest.mark.asyncio
+async def test_every_argument_the_schema_shows_is_checked(svc, tools):
+    """The schema and the checks come from one declaration: each argument a tool
+    shows the model is refused, by name, when it has the wrong type, and nothing
+    is written."""
+    entry = await svc.add(ALICE, "Alice likes tea")
+    valid = {"memory": "Alice likes green tea", "memory_id": entry.id, "query": "tea"}
+    informational = {"reason"}  # memory_clear's reason is shown but deliberately not checked
+    checked = 0
+    for name, tool in tools.items():
+        parameters = tool.schema["function"]["parameters"]
+        for argument in parameters["properties"]:
+            if argument in informational:
+                continue
+            arguments = {a: valid[a] for a in parameters["required"]} | {argument: {"not": "this"}}
+            message = err(await tool.run(arguments, ALICE))
+            assert f'"{argument}"' in message and name in message, message
+            checked += 1
+    assert checked == 20  # add 6, update 7, delete 1, search 5, load 1
+    assert svc.texts() == ["Alice likes tea"]

@@ -82,6 +82,16 @@ class ChatModel(Protocol):
     async def close(self) -> None: ...
 
 
+@runtime_checkable
+class MemoryModeAware(Protocol):
+    """A model whose answers depend on who writes the memories (the offline
+    model): the Runner tells it explicitly, once, when it is set up."""
+
+    def set_background_memory(self, on: bool) -> None:
+        """``on``: memories are written by the background extractor, not by the model."""
+        ...
+
+
 @dataclass
 class ModelConfig:
     """Where the OpenAI-compatible model lives (never printed with the key)."""

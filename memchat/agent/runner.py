@@ -10,12 +10,16 @@ every requested tool call gets a result message).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from contextlib import aclosing
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from memchat.engine import MemoryService, UserKey
+from memchat.engine.extraction.types import JobState
 from memchat.engine.preload import build_preload_block, merge_into_system, select_preload
 from memchat.engine.tools import Tool, ToolResult, unknown_tool_result
 
@@ -29,7 +33,7 @@ from .events import (
     TurnError,
     TurnStats,
 )
-from .llm import ChatModel, Message, ModelError, ModelReply, TextChunk, ToolCall
+from .llm import ChatModel, MemoryModeAware, Message, ModelError, ModelReply, TextChunk, ToolCall
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +50,6 @@ SYSTEM_PROMPT = (
     "when the user asks you to forget it. Answer in the user's language."
 )
 #: Auto mode: memories are written by the background extractor, not by the agent.
-#: The offline model recognises auto mode by this phrase of the prompt.
-AUTO_MODE_MARKER = "remembered automatically in the background"
 AUTO_SYSTEM_PROMPT = (
     "You are memory-assistant, a helpful AI assistant with long-term memory. "
     "What the user tells you is remembered automatically in the background after each turn, so you "
@@ -91,6 +93,54 @@ class ConversationLog(Protocol):
     def turn_error(self, session_id: str, text: str) -> None: ...
 
 
+@dataclass
+class _Turn:
+    """What one turn has measured so far, and what it has not yet committed."""
+
+    streamed: bool
+    started: float = field(default_factory=time.perf_counter)
+    first_token: float | None = None
+    last_token: float | None = None
+    completion_tokens: int = 0
+    tool_time: float = 0.0
+    tool_calls: int = 0
+    model_time: float = 0.0
+    #: Text of the current model round, until it is committed to the history.
+    answer: list[str] = field(default_factory=list)
+    #: All the text of the turn (what TurnDone carries).
+    text: list[str] = field(default_factory=list)
+    #: Tool calls requested and not yet answered in the history.
+    pending_calls: list[ToolCall] = field(default_factory=list)
+
+    def text_arrived(self, text: str) -> None:
+        now = time.perf_counter()
+        self.first_token = self.first_token or now
+        self.last_token = now
+        self.answer.append(text)
+        self.text.append(text)
+
+    def stats(self) -> TurnStats:
+        first, last, tokens, streamed = (
+            self.first_token,
+            self.last_token,
+            self.completion_tokens,
+            self.streamed,
+        )
+        streaming_time = (last - first) if first and last else 0.0
+        rate = tokens / streaming_time if streaming_time > 0 and tokens else None
+        return TurnStats(
+            # Without streaming the whole answer is the "first token": not a figure to show.
+            time_to_first_token=(first - self.started) if first and streamed else None,
+            completion_tokens=tokens,
+            tokens_per_second=rate if streamed else None,
+            tool_time=self.tool_time,
+            tool_calls=self.tool_calls,
+            elapsed=time.perf_counter() - self.started,
+            streamed=streamed,
+            model_time=self.model_time,
+        )
+
+
 class Runner:
     def __init__(
         self,
@@ -116,6 +166,10 @@ class Runner:
             system_prompt = AUTO_SYSTEM_PROMPT if getattr(service, "extractor", None) else SYSTEM_PROMPT
         self.system_prompt = system_prompt
         self.tools: dict[str, Tool] = {t.name: t for t in service.tools()}
+        if isinstance(model, MemoryModeAware):
+            # Auto mode: the agent is shown only the reading tools; memories are
+            # written in the background (by the extractor, when there is one).
+            model.set_background_memory(bool(getattr(service, "auto_mode", False)))
         self._sessions = session_clock or SessionClock()
         self.session_id = self._sessions.new_id()
         self.history: list[Message] = []
@@ -140,18 +194,19 @@ class Runner:
             return lambda: None
         return self.service.add_extraction_listener(listener)
 
-    def _enqueue_extraction(self, *, force: bool = False) -> str:
+    def _enqueue_extraction(self, *, force: bool = False) -> JobState:
         if not self.auto_extraction or not self.history:
-            return "off"
+            return JobState.OFF
         try:
-            return self.service.enqueue_auto_memory_job(
+            state = self.service.enqueue_auto_memory_job(
                 self.key, self.session_id, list(self.history), force=force
             )
         except Exception:  # extraction is best effort: never cost the user the turn
             log.warning("could not hand the turn to the memory extractor", exc_info=True)
-            return "failed"
+            return JobState.FAILED
+        return JobState(state)
 
-    def flush_extraction(self) -> str:
+    def flush_extraction(self) -> JobState:
         """Extract what is still pending in this conversation, whatever the checkers say
         (done on /new and when the chat ends)."""
         return self._enqueue_extraction(force=True)
@@ -234,34 +289,8 @@ class Runner:
 
     async def run(self, user_text: str) -> AsyncIterator[Event]:
         """Run one turn. Always ends with ``TurnDone`` unless cancelled."""
-        started = time.perf_counter()
-        first_token: float | None = None
-        last_token: float | None = None
-        completion_tokens = 0
-        tool_time = 0.0
-        tool_calls = 0
-        model_time = 0.0
-        streamed = self.streaming
-        answer: list[str] = []  # text of the current model round, until it is committed
-        text_so_far: list[str] = []
-        pending_calls: list[ToolCall] = []  # requested, not yet answered in history
+        turn = _Turn(streamed=self.streaming)
         self._remember({"role": "user", "content": user_text})
-
-        def stats() -> TurnStats:
-            streaming_time = (last_token - first_token) if first_token and last_token else 0.0
-            rate = completion_tokens / streaming_time if streaming_time > 0 and completion_tokens else None
-            return TurnStats(
-                # Without streaming the whole answer is the "first token": not a figure to show.
-                time_to_first_token=(first_token - started) if first_token and streamed else None,
-                completion_tokens=completion_tokens,
-                tokens_per_second=rate if streamed else None,
-                tool_time=tool_time,
-                tool_calls=tool_calls,
-                elapsed=time.perf_counter() - started,
-                streamed=streamed,
-                model_time=model_time,
-            )
-
         try:
             try:
                 messages = await self._request(user_text)
@@ -269,83 +298,95 @@ class Runner:
                 messages = [{"role": "system", "content": self.system_prompt}, *self.history]
                 yield self._record_error(f"could not preload memories: {exc}")
             for round_number in range(self.max_tool_rounds + 1):
-                reply: ModelReply | None = None
-                asked = time.perf_counter()
-                async for event in self.model.stream(
-                    messages, [t.schema for t in self.tools.values()], streaming=self.streaming
-                ):
-                    model_time += time.perf_counter() - asked
-                    if isinstance(event, TextChunk):
-                        if not event.text:
-                            continue
-                        now = time.perf_counter()
-                        first_token = first_token or now
-                        last_token = now
-                        answer.append(event.text)
-                        text_so_far.append(event.text)
-                        yield TextDelta(event.text)
-                    else:
-                        reply = event
-                    asked = time.perf_counter()  # the consumer's time is not the model's
-                if reply is None:
-                    raise ModelError("the model ended its answer without a final message")
-                answer.clear()
-                if reply.usage:
-                    completion_tokens += reply.usage.completion_tokens
-                message = reply.to_message()
-                self._remember(message)
-                messages.append(message)
-                if not reply.tool_calls:
+                async with aclosing(self._model_round(turn, messages)) as answer:
+                    async for delta in answer:
+                        yield delta
+                calls = turn.pending_calls
+                if not calls:
                     break
-                pending_calls = list(reply.tool_calls)
                 if round_number == self.max_tool_rounds:
-                    self._answer_pending(pending_calls, "not run: the tool round limit was reached")
-                    pending_calls = []
-                    yield self._record_error(
-                        f"stopped after {self.max_tool_rounds} rounds of tool calls in one turn; "
-                        "ask again or rephrase"
-                    )
+                    yield self._stop_at_round_limit(turn)
                     break
-                yield ToolCallsRequested(reply.tool_calls)
-                tasks = [asyncio.ensure_future(self._call_tool(c)) for c in reply.tool_calls]
-                try:
-                    for call in reply.tool_calls:
-                        yield ToolExecuting(call)
-                    for call, task in zip(reply.tool_calls, tasks, strict=True):
-                        result, elapsed = await task
-                        tool_time += elapsed
-                        tool_calls += 1
-                        tool_message = {"role": "tool", "tool_call_id": call.id, "content": result.content}
-                        self._remember(
-                            tool_message, name=call.name, is_error=result.is_error, elapsed=elapsed
-                        )
-                        messages.append(tool_message)
-                        pending_calls.remove(call)
-                        yield ToolFinished(call, result.content, result.is_error, elapsed)
-                finally:
-                    for task in tasks:
-                        task.cancel()
+                async with aclosing(self._run_tools(turn, calls, messages)) as progress:
+                    async for event in progress:
+                        yield event
         except ModelError as exc:
-            self._commit_partial(answer)
-            answer.clear()
+            self._commit_partial(turn.answer)
+            turn.answer.clear()
             yield self._record_error(str(exc))
         except (asyncio.CancelledError, GeneratorExit):
-            self._commit_partial(answer, stopped=True)
-            self._answer_pending(pending_calls, "cancelled: the user stopped the turn")
+            self._commit_partial(turn.answer, stopped=True)
+            self._answer_pending(turn.pending_calls, "cancelled: the user stopped the turn")
             raise
-        turn_stats = stats()
-        if self.recorder is not None:
-            try:
-                self.recorder.turn_stats(self.session_id, turn_stats, self.model.name)
-            except Exception:
-                log.warning("could not record the turn's stats", exc_info=True)
-        yield turn_stats
+        yield self._record_stats(turn.stats())
         try:
-            yield TurnDone("".join(text_so_far))
+            yield TurnDone("".join(turn.text))
         finally:
             # The turn is over (and TurnDone delivered): hand it to the background
             # extractor, which runs on its own tasks; this never waits for it.
             self._enqueue_extraction()
+
+    async def _model_round(self, turn: _Turn, messages: list[Message]) -> AsyncGenerator[TextDelta, None]:
+        """Ask the model once: its text as it streams, then its message in the
+        history and its tool calls in ``turn.pending_calls``."""
+        reply: ModelReply | None = None
+        asked = time.perf_counter()
+        schemas = [t.schema for t in self.tools.values()]
+        async for event in self.model.stream(messages, schemas, streaming=self.streaming):
+            turn.model_time += time.perf_counter() - asked
+            if isinstance(event, TextChunk):
+                if event.text:
+                    turn.text_arrived(event.text)
+                    yield TextDelta(event.text)
+            else:
+                reply = event
+            asked = time.perf_counter()  # the consumer's time is not the model's
+        if reply is None:
+            raise ModelError("the model ended its answer without a final message")
+        turn.answer.clear()
+        if reply.usage:
+            turn.completion_tokens += reply.usage.completion_tokens
+        message = reply.to_message()
+        self._remember(message)
+        messages.append(message)
+        turn.pending_calls = list(reply.tool_calls)
+
+    def _stop_at_round_limit(self, turn: _Turn) -> TurnError:
+        self._answer_pending(turn.pending_calls, "not run: the tool round limit was reached")
+        turn.pending_calls = []
+        return self._record_error(
+            f"stopped after {self.max_tool_rounds} rounds of tool calls in one turn; ask again or rephrase"
+        )
+
+    async def _run_tools(
+        self, turn: _Turn, calls: list[ToolCall], messages: list[Message]
+    ) -> AsyncGenerator[Event, None]:
+        """Run the calls of one round side by side; report and record them in order."""
+        yield ToolCallsRequested(tuple(calls))
+        tasks = [asyncio.ensure_future(self._call_tool(c)) for c in calls]
+        try:
+            for call in calls:
+                yield ToolExecuting(call)
+            for call, task in zip(list(calls), tasks, strict=True):
+                result, elapsed = await task
+                turn.tool_time += elapsed
+                turn.tool_calls += 1
+                tool_message = {"role": "tool", "tool_call_id": call.id, "content": result.content}
+                self._remember(tool_message, name=call.name, is_error=result.is_error, elapsed=elapsed)
+                messages.append(tool_message)
+                turn.pending_calls.remove(call)
+                yield ToolFinished(call, result.content, result.is_error, elapsed)
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    def _record_stats(self, stats: TurnStats) -> TurnStats:
+        if self.recorder is not None:
+            try:
+                self.recorder.turn_stats(self.session_id, stats, self.model.name)
+            except Exception:
+                log.warning("could not record the turn's stats", exc_info=True)
+        return stats
 
     def _commit_partial(self, answer: list[str], stopped: bool = False) -> None:
         """Keep a partial answer in the history so the next turn sees it."""
@@ -357,10 +398,13 @@ class Runner:
         """Every tool call in the history must have a result, or the next
         request is rejected by the API."""
         for call in calls:
+            content = json.dumps({"error": why}, ensure_ascii=False)
             self._remember(
-                {"role": "tool", "tool_call_id": call.id, "content": f'{{"error": "{why}"}}'},
-                name=call.name, is_error=True, elapsed=0.0,
-            )  # fmt: skip
+                {"role": "tool", "tool_call_id": call.id, "content": content},
+                name=call.name,
+                is_error=True,
+                elapsed=0.0,
+            )
 
 
 #: The order the reference's banner lists tools in.

@@ -133,6 +133,23 @@ async def test_in_auto_mode_the_offline_model_says_memories_are_saved_in_the_bac
     assert calls == [] and "background" in text
 
 
+async def test_the_runner_tells_the_offline_model_the_memory_mode_whatever_the_prompt() -> None:
+    """Auto mode is passed explicitly, not guessed from the system prompt's wording."""
+    from memchat.agent.runner import AUTO_SYSTEM_PROMPT
+
+    auto = MemoryService(create("inmemory"), auto_mode=True)
+    text, calls = await turn(Runner(OfflineModel(), auto, system_prompt="Be brief."), "I live in Berlin")
+    assert calls == [] and "background" in text
+    await auto.close()
+
+    no_add = ToolSettings(enabled={"memory_add": False})
+    agentic = MemoryService(create("inmemory"), tool_settings=no_add)
+    runner = Runner(OfflineModel(), agentic, system_prompt=AUTO_SYSTEM_PROMPT)
+    text, calls = await turn(runner, "I live in Berlin")
+    assert calls == [] and "memory_add tool is disabled" in text
+    await agentic.close()
+
+
 @pytest.mark.parametrize(
     ("question", "query"),
     [

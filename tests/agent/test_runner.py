@@ -17,6 +17,7 @@ from memchat.agent.events import (
     TurnError,
     TurnStats,
 )
+from memchat.agent.llm import ToolCall
 from memchat.agent.runner import Runner, SessionClock
 from memchat.engine import MemoryService
 
@@ -217,3 +218,22 @@ async def test_new_session_resets_history_but_keeps_memories(service) -> None:
     previous, current = runner.new_session()
     assert previous != current and runner.session_id == current
     assert runner.history == [] and await service.count(runner.key) == 1
+
+
+async def test_tool_errors_stay_valid_json_whatever_the_tool_name_or_reason(service) -> None:
+    """A quote, backslash or newline in a tool's name or in the reason a call was
+    not run must not break the history the next request sends to the API."""
+    name = 'memory"\\\nodd'
+    looping = [Step("", [(f"c{i}", name, "{}")]) for i in range(3)]
+    runner = Runner(ScriptedModel(looping), service, max_tool_rounds=1)
+    events = await collect(runner, "loop")
+    assert any(isinstance(e, TurnError) and "1 rounds" in e.message for e in events)
+    runner._answer_pending([ToolCall("c9", name, "{}")], 'stopped: "quoted" \\ and\na new line')
+    assert_history_is_valid(runner.history[:-1])
+    errors = [json.loads(m["content"])["error"] for m in runner.history if m["role"] == "tool"]
+    assert errors == [
+        f"unknown tool {name}; available tools: memory_add, memory_load, memory_search, memory_update",
+        "not run: the tool round limit was reached",
+        'stopped: "quoted" \\ and\na new line',
+    ]
+    assert json.loads(json.dumps(runner.history)) == runner.history

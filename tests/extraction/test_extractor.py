@@ -19,7 +19,7 @@ from memchat.engine.extraction import (
     parse_operations,
 )
 from memchat.engine.extraction.prompt import build_system_prompt, format_existing
-from memchat.engine.extraction.types import ADD, CLEAR, DELETE, UPDATE
+from memchat.engine.extraction.types import OperationType
 from tests.extraction.helpers import conversation, model_extractor
 from tests.scripted_openai import ScriptedOpenAI
 
@@ -60,12 +60,12 @@ async def test_existing_memories_are_numbered_and_real_ids_never_sent(server) ->
     # The numbers come back as the real IDs, with the entries they refer to.
     update, delete = result.operations
     assert (update.type, update.memory_id, update.memory, update.target) == (
-        UPDATE,
+        OperationType.UPDATE,
         REAL_ID_1,
         "Lives in Paris",
         EXISTING[0],
     )
-    assert (delete.type, delete.memory_id) == (DELETE, REAL_ID_2)
+    assert (delete.type, delete.memory_id) == (OperationType.DELETE, REAL_ID_2)
     assert result.warnings == ()
     # Non-streaming, conversation verbatim, a trailing user message after the assistant's.
     assert not request.get("stream")
@@ -95,7 +95,7 @@ async def test_the_tools_and_actions_follow_the_enabled_tools(server) -> None:
 def test_declarations_describe_memory_id_as_a_number() -> None:
     from memchat.engine.extraction.prompt import tool_declarations
 
-    update = tool_declarations([UPDATE])[0]["function"]
+    update = tool_declarations([OperationType.UPDATE])[0]["function"]
     assert update["name"] == "memory_update"
     assert "number of the existing memory" in update["parameters"]["properties"]["memory_id"]["description"]
     assert update["parameters"]["required"] == ["memory_id", "memory"]
@@ -139,7 +139,7 @@ def test_parsing_rules() -> None:
     )
     episode, fact, update, clear = result.operations
     assert (episode.type, episode.kind, episode.event_time, episode.topics, episode.participants) == (
-        ADD,
+        OperationType.ADD,
         "episode",
         None,
         ("travel",),
@@ -147,7 +147,7 @@ def test_parsing_rules() -> None:
     )
     assert fact.kind == "fact"
     assert (update.memory_id, update.kind) == (REAL_ID_2, "")  # an update without a kind keeps the stored one
-    assert clear.type == CLEAR
+    assert clear.type == OperationType.CLEAR
     assert result.warnings == ()
 
 
@@ -166,7 +166,7 @@ def test_invalid_output_is_skipped_with_a_warning(caplog) -> None:
         ),
         EXISTING,
     )
-    assert [(op.type, op.memory) for op in result.operations] == [(ADD, "Likes jazz")]
+    assert [(op.type, op.memory) for op in result.operations] == [(OperationType.ADD, "Likes jazz")]
     assert len(result.warnings) == 7
     assert sum("memory extraction" in r.message for r in caplog.records if r.levelno == logging.WARNING) == 7
     assert any("no existing memory [7]" in w for w in result.warnings)
@@ -179,8 +179,8 @@ def test_json_text_reply_is_understood_for_models_without_tool_calls() -> None:
     )
     result = parse_operations(ModelResponse(text=text), EXISTING)
     assert [(op.type, op.memory_id or op.memory) for op in result.operations] == [
-        (ADD, "Likes tea"),
-        (DELETE, REAL_ID_1),
+        (OperationType.ADD, "Likes tea"),
+        (OperationType.DELETE, REAL_ID_1),
     ]
     assert len(result.warnings) == 1
     broken = parse_operations(ModelResponse(text='[{"op": "add", '), EXISTING)
@@ -195,7 +195,7 @@ async def test_operations_the_policy_or_settings_do_not_allow_are_dropped(server
     result = await extractor.extract(
         conversation("forget everything"), EXISTING, enabled=frozenset({"memory_add"})
     )
-    assert [op.type for op in result.operations] == [ADD]
+    assert [op.type for op in result.operations] == [OperationType.ADD]
     assert any("memory_clear" in w for w in result.warnings)
     await extractor.close()
 

@@ -11,7 +11,7 @@ import pytest
 from memchat.engine import Entry, Memory
 from memchat.engine.extraction import Operation, apply_policy
 from memchat.engine.extraction.policy import exact_duplicate, safe_enrichment
-from memchat.engine.extraction.types import ADD, CLEAR, DELETE, UPDATE
+from memchat.engine.extraction.types import OperationType
 from tests.extraction.helpers import KEY
 
 NOW = datetime(2024, 5, 7, tzinfo=UTC)
@@ -39,7 +39,7 @@ class ProbeService:
 
 
 def add(text: str, *topics: str) -> Operation:
-    return Operation(ADD, memory=text, topics=topics, kind="fact")
+    return Operation(OperationType.ADD, memory=text, topics=topics, kind="fact")
 
 
 async def merge(service, *ops, enabled=None):
@@ -49,7 +49,7 @@ async def merge(service, *ops, enabled=None):
 async def test_probe_uses_three_results_and_threshold_030() -> None:
     service = ProbeService()
     [kept] = await merge(service, add("Likes tea"))
-    assert kept.type == ADD
+    assert kept.type == OperationType.ADD
     query, options = service.probes[0]
     assert (query, options.max_results, options.similarity_threshold) == ("Likes tea", 3, 0.30)
 
@@ -68,7 +68,7 @@ async def test_high_score_with_new_topics_becomes_an_update_with_merged_topics()
     candidate = entry("a", "Likes green tea", 0.95, topics=("food", "Drinks"))
     [op] = await merge(ProbeService(candidate), add("Likes green tea", "drinks", "tea "))
     assert (op.type, op.memory_id, op.topics, op.target) == (
-        UPDATE,
+        OperationType.UPDATE,
         candidate.id,
         ("food", "Drinks", "tea"),
         candidate,
@@ -78,22 +78,22 @@ async def test_high_score_with_new_topics_becomes_an_update_with_merged_topics()
 async def test_mid_score_enrichment_becomes_an_update_carrying_the_new_wording() -> None:
     candidate = entry("a", "Likes Go", 0.65)
     [op] = await merge(ProbeService(candidate), add("Likes Go and Rust"))
-    assert (op.type, op.memory_id, op.memory) == (UPDATE, candidate.id, "Likes Go and Rust")
+    assert (op.type, op.memory_id, op.memory) == (OperationType.UPDATE, candidate.id, "Likes Go and Rust")
 
 
 async def test_unrelated_low_score_stays_an_add() -> None:
     [op] = await merge(ProbeService(entry("a", "Lives in Berlin", 0.1)), add("Plays the cello"))
-    assert op.type == ADD
+    assert op.type == OperationType.ADD
 
 
 async def test_a_rewrite_never_loses_words() -> None:
     # J("User likes Go", "User likes Python") = 0.5: the reference would overwrite Go with Python.
     [op] = await merge(ProbeService(entry("a", "User likes Go", 0.49)), add("User likes Python"))
-    assert op.type == ADD
+    assert op.type == OperationType.ADD
     # A skip-tier candidate that the new text extends is updated, not dropped.
     candidate = entry("b", "User likes Go", 0.55)
     [op] = await merge(ProbeService(candidate), add("User likes Go and Rust"))
-    assert (op.type, op.memory_id) == (UPDATE, candidate.id)
+    assert (op.type, op.memory_id) == (OperationType.UPDATE, candidate.id)
 
 
 async def test_best_candidate_is_highest_tier_then_score() -> None:
@@ -105,14 +105,19 @@ async def test_best_candidate_is_highest_tier_then_score() -> None:
 async def test_update_disabled_keeps_the_add_and_add_disabled_leaves_everything() -> None:
     candidate = entry("a", "Likes Go", 0.65)
     [op] = await merge(ProbeService(candidate), add("Likes Go and Rust"), enabled=frozenset({"memory_add"}))
-    assert op.type == ADD
+    assert op.type == OperationType.ADD
     service = ProbeService(candidate)
     [op] = await merge(service, add("Likes Go and Rust"), enabled=frozenset({"memory_update"}))
-    assert op.type == ADD and service.probes == []
+    assert op.type == OperationType.ADD and service.probes == []
 
 
 async def test_probe_failure_keeps_the_add_and_other_operations_pass() -> None:
-    ops = [add("Likes tea"), Operation(DELETE, memory_id="x"), Operation(CLEAR), Operation(UPDATE, "y", "z")]
+    ops = [
+        add("Likes tea"),
+        Operation(OperationType.DELETE, memory_id="x"),
+        Operation(OperationType.CLEAR),
+        Operation(OperationType.UPDATE, "y", "z"),
+    ]
     assert await merge(ProbeService(fail=True), *ops) == ops
 
 
@@ -136,10 +141,10 @@ async def test_preserve_history_turns_a_safe_enrichment_into_an_update() -> None
     job = entry("a", "Works as a senior backend engineer at Acme Corp in Berlin", topics=("work",))
     new = "Works as a senior backend engineer at Acme Corp in Berlin, remotely"
     [op] = await preserve([job], add(new, "work"))
-    assert (op.type, op.memory_id, op.memory) == (UPDATE, job.id, new)
+    assert (op.type, op.memory_id, op.memory) == (OperationType.UPDATE, job.id, new)
     # Too much new text (under 70 % of the new words known) is not an enrichment: a new memory.
     [op] = await preserve([entry("b", "Has a dog")], add("Has a dog named Rex"))
-    assert op.type == ADD
+    assert op.type == OperationType.ADD
 
 
 @pytest.mark.parametrize(
@@ -155,19 +160,24 @@ async def test_preserve_history_turns_a_safe_enrichment_into_an_update() -> None
 )
 async def test_preserve_history_turns_an_unsafe_update_into_an_add(old, new) -> None:
     stored = entry("a", old)
-    [op] = await preserve([stored], Operation(UPDATE, memory=new, memory_id=stored.id, target=stored))
-    assert (op.type, op.memory_id, op.memory, op.kind) == (ADD, "", new, "fact")
-    assert not safe_enrichment(stored, Operation(UPDATE, memory=new))
+    [op] = await preserve(
+        [stored], Operation(OperationType.UPDATE, memory=new, memory_id=stored.id, target=stored)
+    )
+    assert (op.type, op.memory_id, op.memory, op.kind) == (OperationType.ADD, "", new, "fact")
+    assert not safe_enrichment(stored, Operation(OperationType.UPDATE, memory=new))
 
 
 async def test_preserve_history_keeps_a_safe_update_and_passes_deletes() -> None:
     stored = entry("a", "Plays tennis with Ana on Sundays")
     ops = [
         Operation(
-            UPDATE, memory="Plays tennis with Ana on Sundays mornings", memory_id=stored.id, target=stored
+            OperationType.UPDATE,
+            memory="Plays tennis with Ana on Sundays mornings",
+            memory_id=stored.id,
+            target=stored,
         ),
-        Operation(DELETE, memory_id=stored.id),
-        Operation(CLEAR),
+        Operation(OperationType.DELETE, memory_id=stored.id),
+        Operation(OperationType.CLEAR),
     ]
     assert await preserve([stored], *ops) == ops
 
@@ -182,7 +192,7 @@ def test_safe_enrichment_checks_metadata() -> None:
         location="Japan",
     )
     same = Operation(
-        ADD,
+        OperationType.ADD,
         memory="Went to Tokyo for the cherry blossom festival with friends",
         kind="episode",
         event_time=NOW,
@@ -206,17 +216,17 @@ def test_safe_enrichment_checks_metadata() -> None:
 async def test_append_only() -> None:
     stored = entry("a", "Likes tea")
     ops = [
-        Operation(UPDATE, memory="Likes green tea", memory_id=stored.id, target=stored),
-        Operation(DELETE, memory_id=stored.id),
-        Operation(CLEAR),
+        Operation(OperationType.UPDATE, memory="Likes green tea", memory_id=stored.id, target=stored),
+        Operation(OperationType.DELETE, memory_id=stored.id),
+        Operation(OperationType.CLEAR),
         add("Likes tea"),
         add("Plays chess"),
         add("plays chess."),
     ]
     result = await apply_policy("append_only", ops, service=None, key=KEY, existing=[stored], enabled=None)
     assert [(op.type, op.memory, op.memory_id) for op in result] == [
-        (ADD, "Likes green tea", ""),
-        (ADD, "Plays chess", ""),
+        (OperationType.ADD, "Likes green tea", ""),
+        (OperationType.ADD, "Plays chess", ""),
     ]
 
 

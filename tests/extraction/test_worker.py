@@ -19,7 +19,7 @@ from memchat.engine.extraction import (
     message_threshold,
     time_interval,
 )
-from memchat.engine.extraction.types import ADD, CLEAR, DELETE, UPDATE
+from memchat.engine.extraction.types import OperationType
 from memchat.engine.extraction.worker import fnv32a
 from memchat.engine.tools import ToolSettings
 from tests.extraction.helpers import KEY, FakeExtractor, Recorder, auto_service, conversation, model_extractor
@@ -262,14 +262,14 @@ async def test_execution_rules() -> None:
     keep = await service.add(KEY, "Likes tea")
     extractor = FakeExtractor(
         [
-            Operation(UPDATE, memory="Revived as an add", memory_id=gone.id),  # missing → add
-            Operation(DELETE, memory_id=gone.id),  # missing → ignored
-            Operation(UPDATE, memory="Likes green tea", memory_id=keep.id, target=keep),
+            Operation(OperationType.UPDATE, memory="Revived as an add", memory_id=gone.id),  # missing → add
+            Operation(OperationType.DELETE, memory_id=gone.id),  # missing → ignored
+            Operation(OperationType.UPDATE, memory="Likes green tea", memory_id=keep.id, target=keep),
             # The second update follows the first one's ID rotation.
-            Operation(UPDATE, memory="Likes green tea a lot", memory_id=keep.id, target=keep),
-            Operation(ADD, memory="x" * 20_000),  # invalid → error, the rest goes on
+            Operation(OperationType.UPDATE, memory="Likes green tea a lot", memory_id=keep.id, target=keep),
+            Operation(OperationType.ADD, memory="x" * 20_000),  # invalid → error, the rest goes on
             Operation("teleport", memory="?"),  # unknown type → logged
-            Operation(CLEAR),  # disabled by default → skipped
+            Operation(OperationType.CLEAR),  # disabled by default → skipped
         ]
     )
     auto = AutoMemory(service, extractor, enabled=frozenset({"memory_add", "memory_update", "memory_delete"}))
@@ -291,7 +291,7 @@ async def test_execution_rules() -> None:
 
 async def test_update_of_a_missing_memory_is_dropped_when_add_is_disabled() -> None:
     service = MemoryService(create("inmemory"))
-    extractor = FakeExtractor([Operation(UPDATE, memory="x", memory_id="f" * 64)])
+    extractor = FakeExtractor([Operation(OperationType.UPDATE, memory="x", memory_id="f" * 64)])
     auto = AutoMemory(service, extractor, enabled=frozenset({"memory_update"}))
     recorder = Recorder()
     auto.add_listener(recorder)
@@ -302,7 +302,7 @@ async def test_update_of_a_missing_memory_is_dropped_when_add_is_disabled() -> N
 
 
 async def test_enabled_tools_reach_the_extractor_and_clear_needs_enabling() -> None:
-    extractor = FakeExtractor([Operation(CLEAR)])
+    extractor = FakeExtractor([Operation(OperationType.CLEAR)])
     service = MemoryService(
         create("inmemory"),
         extractor=extractor,
@@ -394,7 +394,9 @@ async def test_defaults_and_out_of_range_config() -> None:
 
 async def test_close_drains_queued_jobs() -> None:
     extractor = FakeExtractor(
-        [Operation(ADD, memory="Likes tea")], [Operation(ADD, memory="Plays chess")], delay=0.05
+        [Operation(OperationType.ADD, memory="Likes tea")],
+        [Operation(OperationType.ADD, memory="Plays chess")],
+        delay=0.05,
     )
     service = MemoryService(create("inmemory"), extractor=extractor)
     recorder = Recorder()
@@ -426,7 +428,7 @@ async def test_close_cancels_what_does_not_finish_in_time(caplog) -> None:
 
 
 async def test_listener_failures_do_not_break_the_worker() -> None:
-    extractor = FakeExtractor([Operation(ADD, memory="Likes tea")])
+    extractor = FakeExtractor([Operation(OperationType.ADD, memory="Likes tea")])
     service = MemoryService(create("inmemory"), extractor=extractor)
 
     def broken(event):

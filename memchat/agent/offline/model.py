@@ -37,6 +37,12 @@ class OfflineModel:
         #: Streaming pace (0: as fast as possible, for tests). ``delay`` (seconds per
         #: piece) is the older way to say it.
         self.tokens_per_second = tokens_per_second or (1.0 / delay if delay > 0 else 0.0)
+        #: Auto mode: the background extractor writes memories, the model only reads.
+        self.background_memory = False
+
+    def set_background_memory(self, on: bool) -> None:
+        """Told by the Runner whether memories are written in the background (auto mode)."""
+        self.background_memory = on
 
     async def close(self) -> None:
         return None
@@ -108,7 +114,7 @@ class OfflineModel:
                 say(chinese, "you_said", text=earlier[-1]) if earlier else say(chinese, "said_nothing")
             ), []
         text, calls = self._first_round(user_text, available, chinese, seed)
-        if _background_memory(messages) and text in (
+        if self.background_memory and text in (
             say(chinese, "add_disabled"),
             say(chinese, "delete_disabled"),
         ):
@@ -226,14 +232,6 @@ class OfflineModel:
             return say(chinese, "recall", items=items), []
         added = [p.get("memory", "") for p in payloads if isinstance(p, dict) and p.get("memory")]
         return say(chinese, "remembered", items="; ".join(added)), []
-
-
-def _background_memory(messages: list[Mapping[str, Any]]) -> bool:
-    """True when the system prompt says memories are written in the background (auto mode)."""
-    system = " ".join(str(m.get("content") or "") for m in messages if m.get("role") == "system")
-    from ..runner import AUTO_MODE_MARKER
-
-    return AUTO_MODE_MARKER in system
 
 
 def _memory_of(payloads: list[Any], memory_id: Any) -> str:

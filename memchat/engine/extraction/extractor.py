@@ -33,18 +33,15 @@ from ..timeparse import parse_flexible_time
 from .checkers import CheckerMixin
 from .prompt import DEFAULT_PROMPT, allowed_operations, build_system_prompt, tool_declarations
 from .types import (
-    ADD,
-    CLEAR,
-    DELETE,
     MERGE_SIMILAR,
     POLICIES,
     TOOL_OPERATIONS,
-    UPDATE,
     Checker,
     Extraction,
     ExtractionError,
     Message,
     Operation,
+    OperationType,
 )
 
 log = logging.getLogger(__name__)
@@ -204,7 +201,8 @@ class _Parser:
         return self.existing[number - 1]
 
     def operation(self, name: str, arguments: Any) -> Operation | None:
-        op_type = TOOL_OPERATIONS.get(name) or (name if name in (ADD, UPDATE, DELETE, CLEAR) else None)
+        # The tool's name, or (some models shorten it) the operation's own name.
+        op_type = TOOL_OPERATIONS.get(name) or (OperationType(name) if name in tuple(OperationType) else None)
         if op_type is None:
             self.warn(f"unknown operation {name!r} was skipped")
             return None
@@ -224,15 +222,15 @@ class _Parser:
             if not isinstance(args, dict):
                 self.warn(f"{name} with arguments that are not a JSON object was skipped: {raw[:200]!r}")
                 return None
-        if op_type == CLEAR:
-            return Operation(CLEAR)
+        if op_type == OperationType.CLEAR:
+            return Operation(OperationType.CLEAR)
         target = None
-        if op_type in (UPDATE, DELETE):
+        if op_type in (OperationType.UPDATE, OperationType.DELETE):
             target = self.target(name, args)
             if target is None:
                 return None
-        if op_type == DELETE:
-            return Operation(DELETE, memory_id=target.id, target=target)
+            if op_type == OperationType.DELETE:
+                return Operation(OperationType.DELETE, memory_id=target.id, target=target)
         text = args.get("memory")
         if not isinstance(text, str) or not text.strip():
             self.warn(f"{name} without memory text was skipped")
@@ -240,7 +238,7 @@ class _Parser:
         raw_kind = args.get("memory_kind")
         if raw_kind == KIND_EPISODE:
             kind = KIND_EPISODE
-        elif op_type == ADD or raw_kind == KIND_FACT:
+        elif op_type == OperationType.ADD or raw_kind == KIND_FACT:
             kind = KIND_FACT
         else:
             kind = ""  # an update that does not say keeps the stored kind

@@ -32,7 +32,13 @@ from datetime import datetime
 
 from ..model import KIND_FACT, Entry, SearchOptions, UserKey, utc
 from ..search import build_search_tokens, jaccard_tokens
-from .types import ADD, APPEND_ONLY, CLEAR, DELETE, MERGE_SIMILAR, PRESERVE_HISTORY, UPDATE, Operation
+from .types import (
+    APPEND_ONLY,
+    MERGE_SIMILAR,
+    PRESERVE_HISTORY,
+    Operation,
+    OperationType,
+)
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +77,7 @@ def _new_topics(candidate: Entry, op: Operation) -> bool:
 def _to_update(op: Operation, candidate: Entry) -> Operation:
     return replace(
         op,
-        type=UPDATE,
+        type=OperationType.UPDATE,
         memory_id=candidate.id,
         topics=_merge_topics(candidate.memory.topics, op.topics),
         kind=op.kind or candidate.memory.kind,
@@ -92,7 +98,7 @@ async def reconcile(
     can_update = _allows(enabled, "memory_update")
     result: list[Operation] = []
     for op in operations:
-        if op.type != ADD:
+        if op.type != OperationType.ADD:
             result.append(op)
             continue
         try:
@@ -237,7 +243,7 @@ def safe_enrichment(old: Entry, op: Operation) -> bool:
 
 def _as_add(op: Operation) -> Operation:
     kind = op.kind or (op.target.memory.kind if op.target is not None else "") or KIND_FACT
-    return replace(op, type=ADD, memory_id="", kind=kind, target=None)
+    return replace(op, type=OperationType.ADD, memory_id="", kind=kind, target=None)
 
 
 def preserve_history(
@@ -254,13 +260,13 @@ def preserve_history(
         )
 
     for op in operations:
-        if op.type == UPDATE:
+        if op.type == OperationType.UPDATE:
             target = op.target or by_id.get(op.memory_id)
             if target is not None and safe_enrichment(target, op):
                 result.append(op)
                 continue
             op = _as_add(op)
-        if op.type != ADD:
+        if op.type != OperationType.ADD:
             result.append(op)
             continue
         if duplicate(op):
@@ -278,10 +284,10 @@ def preserve_history(
 def append_only(operations: Sequence[Operation], existing: Sequence[Entry]) -> list[Operation]:
     result: list[Operation] = []
     for op in operations:
-        if op.type in (DELETE, CLEAR):
+        if op.type in (OperationType.DELETE, OperationType.CLEAR):
             log.info("memory extraction: %s dropped under append_only", op.tool)
             continue
-        if op.type == UPDATE:
+        if op.type == OperationType.UPDATE:
             op = _as_add(op)
         if any(exact_duplicate(op, e) for e in existing) or any(
             exact_duplicate(op, _pseudo(a)) for a in result

@@ -17,7 +17,12 @@ from typing import Any
 
 from ..model import Entry, utc
 from ..tools import new_add_tool, new_clear_tool, new_delete_tool, new_update_tool
-from .types import ADD, APPEND_ONLY, CLEAR, DELETE, OPERATION_TOOLS, PRESERVE_HISTORY, UPDATE
+from .types import (
+    APPEND_ONLY,
+    OPERATION_TOOLS,
+    PRESERVE_HISTORY,
+    OperationType,
+)
 
 DEFAULT_PROMPT = """You are a memory manager for a personal assistant. You read a conversation and keep \
 the long-term memories about the user accurate and complete, labelling every memory as a FACT or an \
@@ -106,12 +111,18 @@ Append only: use only memory_add. Never update, delete or clear memories; record
 """
 
 ACTION_DESCRIPTIONS = {
-    ADD: "only for genuinely new information not already captured by an existing memory, "
-    "even in different words",
-    UPDATE: "fix or refresh an existing memory (by its number); prefer it to adding a near-duplicate",
-    DELETE: "remove an existing memory (by its number) when the user asks to forget it, or it is "
-    "outdated or contradicted",
-    CLEAR: "remove all memories, only when the user explicitly asks to forget everything",
+    OperationType.ADD: (
+        "only for genuinely new information not already captured by an existing memory, "
+        "even in different words"
+    ),
+    OperationType.UPDATE: (
+        "fix or refresh an existing memory (by its number); prefer it to adding a near-duplicate"
+    ),
+    OperationType.DELETE: (
+        "remove an existing memory (by its number) when the user asks to forget it, or it is "
+        "outdated or contradicted"
+    ),
+    OperationType.CLEAR: "remove all memories, only when the user explicitly asks to forget everything",
 }
 PRESERVE_DELETE_DESCRIPTION = "remove an existing memory (by its number) only when the user explicitly asks"
 
@@ -119,7 +130,12 @@ _MEMORY_ID = {
     "type": "string",
     "description": 'The number of the existing memory, as listed in <existing_memories> (e.g. "2").',
 }
-_CREATORS = {ADD: new_add_tool, UPDATE: new_update_tool, DELETE: new_delete_tool, CLEAR: new_clear_tool}
+_CREATORS = {
+    OperationType.ADD: new_add_tool,
+    OperationType.UPDATE: new_update_tool,
+    OperationType.DELETE: new_delete_tool,
+    OperationType.CLEAR: new_clear_tool,
+}
 
 
 def render_template(template: str, reference_date: datetime) -> str:
@@ -149,7 +165,7 @@ def format_existing(number: int, entry: Entry) -> str:
 def build_system_prompt(
     template: str,
     reference_date: datetime | None,
-    actions: Iterable[str],
+    actions: Iterable[OperationType],
     existing: Sequence[Entry],
     policy: str,
 ) -> str:
@@ -165,7 +181,7 @@ def build_system_prompt(
         text += "No actions available.\n"
     for op in actions:
         description = ACTION_DESCRIPTIONS[op]
-        if op == DELETE and policy == PRESERVE_HISTORY:
+        if op == OperationType.DELETE and policy == PRESERVE_HISTORY:
             description = PRESERVE_DELETE_DESCRIPTION
         text += f"- {OPERATION_TOOLS[op]}: {description}\n"
     text += "</available_actions>\n"
@@ -176,18 +192,18 @@ def build_system_prompt(
     return text
 
 
-def allowed_operations(enabled: frozenset[str] | None, policy: str) -> list[str]:
+def allowed_operations(enabled: frozenset[str] | None, policy: str) -> list[OperationType]:
     """The operations offered to the model, in the order add, update, delete, clear:
     those whose tool is enabled (None: all), and only add under append_only."""
-    ops = [ADD, UPDATE, DELETE, CLEAR]
+    ops = [OperationType.ADD, OperationType.UPDATE, OperationType.DELETE, OperationType.CLEAR]
     if enabled is not None:
         ops = [op for op in ops if OPERATION_TOOLS[op] in enabled]
     if policy == APPEND_ONLY:
-        ops = [op for op in ops if op == ADD]
+        ops = [op for op in ops if op == OperationType.ADD]
     return ops
 
 
-def tool_declarations(operations: Iterable[str], policy: str = "") -> list[dict[str, Any]]:
+def tool_declarations(operations: Iterable[OperationType], policy: str = "") -> list[dict[str, Any]]:
     """Declaration-only copies of the agent's write tools, with memory_id being a local number."""
     declarations = []
     for op in operations:
@@ -196,7 +212,7 @@ def tool_declarations(operations: Iterable[str], policy: str = "") -> list[dict[
         if "memory_id" in parameters.get("properties", {}):
             parameters["properties"]["memory_id"] = dict(_MEMORY_ID)
         description = ACTION_DESCRIPTIONS[op]
-        if op == DELETE and policy == PRESERVE_HISTORY:
+        if op == OperationType.DELETE and policy == PRESERVE_HISTORY:
             description = PRESERVE_DELETE_DESCRIPTION
         declarations.append(
             {

@@ -19,7 +19,14 @@ from ..search import jaccard_tokens
 from .checkers import CheckerMixin
 from .extractor import filter_messages
 from .prompt import allowed_operations
-from .types import ADD, CLEAR, DELETE, MERGE_SIMILAR, Checker, Extraction, Message, Operation
+from .types import (
+    MERGE_SIMILAR,
+    Checker,
+    Extraction,
+    Message,
+    Operation,
+    OperationType,
+)
 
 __all__ = ["FactFinder", "RuleBasedExtractor"]
 
@@ -85,7 +92,7 @@ class RuleBasedExtractor(CheckerMixin):
                 continue
             text = message["content"].strip()
             if _FORGET_ALL.search(text):
-                operations.append(Operation(CLEAR))
+                operations.append(Operation(OperationType.CLEAR))
                 continue
             forget = _FORGET.match(text)
             if forget:
@@ -93,12 +100,14 @@ class RuleBasedExtractor(CheckerMixin):
                 target = self._forget_target(what, [e for e in existing if e.id not in deleted])
                 if target is not None:
                     deleted.add(target.id)
-                    operations.append(Operation(DELETE, memory_id=target.id, target=target))
+                    operations.append(Operation(OperationType.DELETE, memory_id=target.id, target=target))
                 continue
             for memory, topics in self.facts(text):
                 if memory.strip() and _normal(memory) not in seen:
                     seen.add(_normal(memory))
                     operations.append(
-                        Operation(ADD, memory=memory.strip(), topics=tuple(topics), kind=KIND_FACT)
+                        Operation(
+                            OperationType.ADD, memory=memory.strip(), topics=tuple(topics), kind=KIND_FACT
+                        )
                     )
         return Extraction(tuple(op for op in operations if op.type in allowed))

@@ -5,23 +5,44 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
 
 from ..model import KIND_FACT, Entry, Metadata, UserKey
+from ..tools.base import ToolName
 
-ADD = "add"
-UPDATE = "update"
-DELETE = "delete"
-CLEAR = "clear"
+
+class OperationType(StrEnum):
+    """What one extracted operation does (a ``str``: ``"add"``, ``"update"``, …)."""
+
+    ADD = "add"
+    UPDATE = "update"
+    DELETE = "delete"
+    CLEAR = "clear"
+
+
 #: Operation type → the memory tool whose "enabled" setting allows it.
-OPERATION_TOOLS = {ADD: "memory_add", UPDATE: "memory_update", DELETE: "memory_delete", CLEAR: "memory_clear"}
-TOOL_OPERATIONS = {tool: op for op, tool in OPERATION_TOOLS.items()}
+OPERATION_TOOLS: dict[OperationType, ToolName] = {
+    OperationType.ADD: ToolName.ADD,
+    OperationType.UPDATE: ToolName.UPDATE,
+    OperationType.DELETE: ToolName.DELETE,
+    OperationType.CLEAR: ToolName.CLEAR,
+}
+TOOL_OPERATIONS: dict[str, OperationType] = {tool: op for op, tool in OPERATION_TOOLS.items()}
 
-#: Update policies (reference §6.5).
-MERGE_SIMILAR = "merge_similar"
-PRESERVE_HISTORY = "preserve_history"
-APPEND_ONLY = "append_only"
-POLICIES = (MERGE_SIMILAR, PRESERVE_HISTORY, APPEND_ONLY)
+
+class UpdatePolicy(StrEnum):
+    """How extracted operations meet the stored memories (reference §6.5)."""
+
+    MERGE_SIMILAR = "merge_similar"
+    PRESERVE_HISTORY = "preserve_history"
+    APPEND_ONLY = "append_only"
+
+
+MERGE_SIMILAR = UpdatePolicy.MERGE_SIMILAR
+PRESERVE_HISTORY = UpdatePolicy.PRESERVE_HISTORY
+APPEND_ONLY = UpdatePolicy.APPEND_ONLY
+POLICIES: tuple[str, ...] = tuple(policy.value for policy in UpdatePolicy)
 
 Message = Mapping[str, Any]
 
@@ -36,7 +57,7 @@ class Operation:
     """One change the extractor asks for, with real memory IDs (the model only
     ever sees local numbers; the extractor maps them back)."""
 
-    type: str
+    type: OperationType
     memory: str = ""
     #: The real ID of the memory an update or delete is about.
     memory_id: str = ""
@@ -51,11 +72,12 @@ class Operation:
 
     @property
     def tool(self) -> str:
-        return OPERATION_TOOLS.get(self.type, self.type)
+        # A custom extractor's unknown type stays as it is (the worker reports it).
+        return str(OPERATION_TOOLS.get(self.type, self.type))
 
     def metadata(self) -> Metadata:
         return Metadata(
-            kind=self.kind or (KIND_FACT if self.type == ADD else ""),
+            kind=self.kind or (KIND_FACT if self.type == OperationType.ADD else ""),
             event_time=self.event_time,
             participants=self.participants or None,
             location=self.location,
@@ -118,11 +140,32 @@ class ExtractionStarted:
     messages: int
 
 
-#: ExtractionFinished.status values.
-OK = "ok"
-FAILED = "failed"
-TIMEOUT = "timeout"
-CANCELLED = "cancelled"
+class JobState(StrEnum):
+    """What became of a session's messages offered for extraction (``submit``)."""
+
+    QUEUED = "queued"
+    #: A queued job will take them.
+    COALESCED = "coalesced"
+    #: The worker's queue is full; queued as soon as it has room.
+    DEFERRED = "deferred"
+    #: The checkers said not yet.
+    WAITING = "waiting"
+    NOTHING_NEW = "nothing new"
+    #: No user to extract for.
+    SKIPPED = "skipped"
+    CLOSED = "closed"
+    #: The Runner's own outcomes: auto extraction is off, or the hand-over raised.
+    OFF = "off"
+    FAILED = "failed"
+
+
+class ExtractionStatus(StrEnum):
+    """How a background extraction ended (``ExtractionFinished.status``)."""
+
+    OK = "ok"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    CANCELLED = "cancelled"
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +180,7 @@ class ExtractionFinished:
 
     key: UserKey
     session_id: str
-    status: str
+    status: ExtractionStatus
     messages: int = 0
     added: tuple[Entry, ...] = ()
     updated: tuple[tuple[Entry | None, Entry], ...] = ()
@@ -152,7 +195,7 @@ class ExtractionFinished:
 
     @property
     def ok(self) -> bool:
-        return self.status == OK
+        return self.status == ExtractionStatus.OK
 
     @property
     def changed(self) -> bool:

@@ -63,27 +63,23 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..model import Entry, MemoryNotFoundError, UserKey
+from ..tools.base import ToolName
 from .extractor import filter_messages
 from .policy import apply_policy
 from .types import (
-    ADD,
-    CANCELLED,
-    CLEAR,
-    DELETE,
-    FAILED,
     MERGE_SIMILAR,
-    OK,
-    TIMEOUT,
-    UPDATE,
     ExtractionContext,
     ExtractionError,
     ExtractionEvent,
     ExtractionFinished,
     ExtractionStarted,
+    ExtractionStatus,
     Extractor,
+    JobState,
     Listener,
     Message,
     Operation,
+    OperationType,
 )
 
 log = logging.getLogger(__name__)
@@ -97,15 +93,6 @@ DEFAULT_JOB_TIMEOUT = 30.0
 DEFAULT_EXISTING_LIMIT = 20
 #: Under preserve_history and append_only the search query is capped (bytes).
 QUERY_BUDGET = 7 * 1024
-
-#: ``submit`` results.
-QUEUED = "queued"
-COALESCED = "coalesced"
-DEFERRED = "deferred"
-WAITING = "waiting"  # the checkers said not yet
-NOTHING_NEW = "nothing new"
-SKIPPED = "skipped"
-CLOSED = "closed"
 
 
 @dataclass(frozen=True)
@@ -259,7 +246,7 @@ class AutoMemory:
 
     def submit(
         self, key: UserKey, session_id: str, messages: Sequence[Message], *, force: bool = False
-    ) -> str:
+    ) -> JobState:
         """Offer a session's messages for extraction; returns at once with what
         happened: "queued", "coalesced" (a queued job will take them),
         "deferred" (the worker's queue is full; queued as soon as it has room),
@@ -267,11 +254,11 @@ class AutoMemory:
         user) or "closed". ``force`` ignores the checkers (end of a conversation)."""
         if self._closed:
             log.debug("memory extraction: closed, not extracting session %s", session_id)
-            return CLOSED
+            return JobState.CLOSED
         try:
             key.validate()
         except Exception:
-            return SKIPPED
+            return JobState.SKIPPED
         now = self._now()
         ident = (key.app, key.user, session_id)
         session = self._sessions.get(ident)
@@ -280,17 +267,17 @@ class AutoMemory:
         session.observe(messages, now)
         pending = session.pending()
         if not pending:
-            return NOTHING_NEW
+            return JobState.NOTHING_NEW
         if not force:
             context = ExtractionContext(key, tuple(pending), session.last_extract_at, now)
             try:
                 if not self.extractor.should_extract(context):
-                    return WAITING
+                    return JobState.WAITING
             except Exception:
                 log.warning("memory extraction: a checker failed; not extracting now", exc_info=True)
-                return WAITING
+                return JobState.WAITING
         if session.queued:
-            return COALESCED
+            return JobState.COALESCED
         self._start()
         index = self.worker_index(key)
         session.queued = True
@@ -302,8 +289,8 @@ class AutoMemory:
                 "memory extraction: worker %d's queue is full (%d); session %s deferred until it has room",
                 index, self.config.queue_size, session_id,
             )  # fmt: skip
-            return DEFERRED
-        return QUEUED
+            return JobState.DEFERRED
+        return JobState.QUEUED
 
     def _refill(self, index: int) -> None:
         queue, deferred = self._queues[index], self._deferred[index]
@@ -345,20 +332,20 @@ class AutoMemory:
         job = _Job()
         self._emit(ExtractionStarted(key, session.session_id, len(delta)))
         started = time.perf_counter()
-        status = OK
+        status = ExtractionStatus.OK
         try:
             async with asyncio.timeout(self.config.job_timeout):
                 await self._run(job, key, delta)
         except TimeoutError:
-            status = TIMEOUT
+            status = ExtractionStatus.TIMEOUT
             job.errors.append(f"memory extraction timed out after {self.config.job_timeout:g} s")
             log.warning("memory extraction for session %s timed out", session.session_id)
         except asyncio.CancelledError:
             session.in_flight = 0
-            self._emit(self._finished(session, job, CANCELLED, len(delta), started))
+            self._emit(self._finished(session, job, ExtractionStatus.CANCELLED, len(delta), started))
             raise
         except Exception as exc:
-            status = FAILED
+            status = ExtractionStatus.FAILED
             job.errors.append(str(exc) or type(exc).__name__)
             log.warning("memory extraction for session %s failed: %s", session.session_id, exc)
         if job.extracted and end <= len(session.messages):
@@ -369,7 +356,7 @@ class AutoMemory:
 
     @staticmethod
     def _finished(
-        session: _Session, job: _Job, status: str, count: int, started: float
+        session: _Session, job: _Job, status: ExtractionStatus, count: int, started: float
     ) -> ExtractionFinished:
         return ExtractionFinished(
             key=session.key,
@@ -445,14 +432,14 @@ class AutoMemory:
                 log.debug("memory extraction: %s is disabled; skipped", op.tool)
                 continue
             try:
-                if op.type == ADD:
+                if op.type == OperationType.ADD:
                     await self._add(job, key, op)
-                elif op.type == UPDATE:
+                elif op.type == OperationType.UPDATE:
                     memory_id = rotated.get(op.memory_id, op.memory_id)
                     try:
                         result = await service.update(key, memory_id, op.memory, op.topics, op.metadata())
                     except MemoryNotFoundError:
-                        if self.enabled is not None and "memory_add" not in self.enabled:
+                        if self.enabled is not None and ToolName.ADD not in self.enabled:
                             log.info("memory extraction: update of a missing memory skipped (add disabled)")
                             continue
                         await self._add(job, key, op)
@@ -461,7 +448,7 @@ class AutoMemory:
                     if memory_id != op.memory_id:
                         rotated[memory_id] = result.memory_id
                     job.updated.append((op.target, result.entry))
-                elif op.type == DELETE:
+                elif op.type == OperationType.DELETE:
                     memory_id = rotated.get(op.memory_id, op.memory_id)
                     try:
                         await service.delete(key, memory_id)
@@ -469,7 +456,7 @@ class AutoMemory:
                         continue
                     if op.target is not None:
                         job.deleted.append(op.target)
-                elif op.type == CLEAR:
+                elif op.type == OperationType.CLEAR:
                     job.cleared += await service.clear(key)
                 else:
                     log.warning("memory extraction: unknown operation type %r skipped", op.type)
