@@ -19,7 +19,7 @@ import re
 import sys
 from typing import TYPE_CHECKING, TextIO
 
-from .agent.commands import COMMANDS, Command, parse_command
+from .agent.commands import Command, console_help, parse_command
 from .agent.events import (
     ExtractionFinished,
     TextDelta,
@@ -74,8 +74,8 @@ def banner(runner: Runner, *, offline_reason: str = "", extraction: str = "") ->
     lines = [
         "🧠 Simple Memory Chat",
         f"Model: {runner.model.name}",
-        f"Memory Service: {runner.service.store.name}",
-        runner.service.store.describe(),
+        f"Memory Service: {runner.memory.backend}",
+        runner.memory.describe(),
         f"Streaming: {'true' if runner.streaming else 'false'}",
         f"Available tools: {enabled}",
     ]
@@ -92,7 +92,7 @@ def banner(runner: Runner, *, offline_reason: str = "", extraction: str = "") ->
         RULE,
         f"✅ Memory chat ready! Session: {runner.session_id}",
         "",
-        *command_help(),
+        *console_help(),
         "",
     ]
     return lines
@@ -111,10 +111,6 @@ def tool_calls_text(event: ToolCallsRequested) -> str:
 def tool_result_text(event: ToolFinished) -> str:
     mark, label = ("❌", "Memory tool error") if event.is_error else ("✅", "Memory tool response")
     return f"{mark} {label} (ID: {one_line(event.call.id)}): {printable(event.content.strip())}\n"
-
-
-def command_help() -> list[str]:
-    return ["💡 Special commands:", *(f"   {name:<9} - {what}" for name, what in COMMANDS.items())]
 
 
 class Console:
@@ -163,7 +159,7 @@ class Console:
 
     async def show_memories(self) -> None:
         """/memory in auto mode: list the stored memories directly (the agent cannot load them)."""
-        entries = await self.runner.service.read(self.runner.key, 100)
+        entries = await self.runner.memory.read(100)
         if not entries:
             self.write(
                 "📭 No memories stored yet. (Auto extraction runs in the background after each turn.)\n\n"
@@ -229,7 +225,7 @@ class Console:
             )
             return True
         if command.kind is Command.HELP:
-            self.write("\n".join(command_help()) + "\n\n")
+            self.write("\n".join(console_help()) + "\n\n")
             return True
         if command.kind is Command.STREAM:
             self.runner.streaming = not self.runner.streaming

@@ -9,7 +9,7 @@ and drives the panel; the slow parts run in workers that post messages back.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from textual import work
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from memchat.agent.runner import Runner
-    from memchat.engine import Entry
+    from memchat.engine.model import Entry
 
     from .screens.chat import ChatScreen
 
@@ -73,17 +73,15 @@ class MemoryActions:
         runner = self.runner
         if runner is None:
             return
-        service, key = runner.service, runner.key
+        memory = runner.memory
         try:
             if query:
-                from memchat.engine import SearchOptions
-
                 # The engine's one retrieval path, in the service's mode (--search): the
                 # same ranking as the memory_search tool. Embedding the query runs in a thread.
-                entries = await service.search(key, query, SearchOptions(max_results=FILTER_RESULTS))
+                entries = await memory.search(query, FILTER_RESULTS)
             else:
-                entries = await service.read(key, include_deleted=service.soft_delete)
-            total = await service.count(key)
+                entries = await memory.read(include_deleted=memory.soft_delete)
+            total = await memory.count()
         except Exception as exc:
             self.post_message(MemoriesFailed(describe_error(exc)))  # type: ignore[attr-defined]
             return
@@ -96,7 +94,7 @@ class MemoryActions:
             message.entries,
             query=message.query,
             total=message.total,
-            soft_delete=self.runner.service.soft_delete,
+            soft_delete=self.runner.memory.soft_delete,
             now=self.clock(),
         )
 
@@ -121,7 +119,7 @@ class MemoryActions:
             self._confirm_change(message.action, message.entry)
 
     def _confirm_change(self, action: str, entry: Entry, note: str = "") -> None:
-        soft = self.runner is not None and self.runner.service.soft_delete
+        soft = self.runner is not None and self.runner.memory.soft_delete
         if action == "delete":
             consequence = (
                 "It stays as a dimmed tombstone that you can restore (soft delete is on)."
@@ -146,9 +144,9 @@ class MemoryActions:
             return
         try:
             if action == "delete":
-                await runner.service.delete(runner.key, memory_id)
+                await runner.memory.delete(memory_id)
             else:
-                await runner.service.restore(runner.key, memory_id)
+                await runner.memory.restore(memory_id)
         except Exception as exc:
             self.post_message(MemoriesFailed(describe_error(exc)))  # type: ignore[attr-defined]
             return
@@ -161,8 +159,9 @@ class MemoryActions:
             await self.chat.chat_log.add_note(f"🗑  Deleted: {one_line(message.text)}", "info")
         self.load_memories()
 
-    async def forget(self, text: str) -> None:
-        """``/forget TEXT``: find the memory with the engine's search, ask, delete."""
+    async def action_forget(self, text: str = "") -> None:
+        """``/forget TEXT``: find the memory with the engine's search, ask, delete
+        (without TEXT, from the palette: how to use it)."""
         if not text:
             await self.chat.chat_log.add_note(
                 "🗑  Say what to forget: /forget TEXT (e.g. /forget I like Go), or open the memory panel "
@@ -181,16 +180,14 @@ class MemoryActions:
         runner = self.runner
         if runner is None:
             return
-        from memchat.engine import SearchOptions
-
         try:
-            found = await runner.service.search(runner.key, text, SearchOptions(max_results=FORGET_RESULTS))
+            found = await runner.memory.search(text, FORGET_RESULTS)
         except Exception as exc:
             self.post_message(MemoriesFailed(describe_error(exc)))  # type: ignore[attr-defined]
             return
         self.call_later(self._offer_to_forget, text, [e for e in found if not e.is_deleted])  # type: ignore[attr-defined]
 
-    async def _offer_to_forget(self, text: str, found: list[Any]) -> None:
+    async def _offer_to_forget(self, text: str, found: list[Entry]) -> None:
         if not found:
             await self.chat.chat_log.add_note(
                 f"🗑  No memory matches “{one_line(text)}”: nothing was deleted (ctrl+b lists them all).",

@@ -252,7 +252,8 @@ class SessionActions:
         await self.show_resumed(resumed)
 
     # -- export ------------------------------------------------------------------
-    async def export_session(self, argument: str = "") -> None:
+    async def action_export(self, argument: str = "") -> None:
+        """/export [md | json | FILE], or the palette's entry (Markdown in the current folder)."""
         from memchat.sessions_text import export_current
 
         if self.runner is None:
@@ -263,6 +264,3 @@ class SessionActions:
         except Exception as exc:
             said = f"❌ {exc}"
         await self.chat.chat_log.add_note(said, "error" if said.startswith("❌") else "info")  # type: ignore[attr-defined]
-
-    async def action_export(self) -> None:
-        await self.export_session("")

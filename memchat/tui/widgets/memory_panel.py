@@ -19,7 +19,7 @@ from textual.content import Content
 from textual.message import Message
 from textual.widgets import Input, Static
 
-from memchat.engine import Entry
+from memchat.engine.model import Entry
 from memchat.safe_text import one_line, printable
 
 from ..format import full_time, shorten_ids
