@@ -66,6 +66,9 @@ from .widgets.chat_input import ChatInput
 from .widgets.message import AssistantMessage, ChatMessage, ExtractionNote
 
 if TYPE_CHECKING:
+    from textual.dom import DOMNode
+    from textual.worker import Worker
+
     from memchat.agent.runner import Runner
     from memchat.engine.vectors import EmbeddingProgress as EmbeddingState
     from memchat.settings import Settings
@@ -106,7 +109,7 @@ class MemchatApp(SessionActions, MemoryActions, Toggles, App[int]):
         self._cursor_blink = cursor_blink
         self._max_live = max_live_messages
         self._views: dict[int, AssistantMessage] = {}
-        self._turn_worker = None
+        self._turn_worker: Worker[None] | None = None
         self._connecting = False
         self._queued: str | None = None
         self._memories_stale = True
@@ -118,7 +121,7 @@ class MemchatApp(SessionActions, MemoryActions, Toggles, App[int]):
         self._told_progress = False
         #: The exit code, while waiting for the background extraction before exiting.
         self.quitting: int | None = None
-        self._drain_worker = None
+        self._drain_worker: Worker[None] | None = None
         #: Quit at once and leave the runner in ``leftover_runner`` for the caller to close
         #: after the terminal is back (run_tui); else it is closed (and drained) in the app.
         self.close_after_exit = close_after_exit
@@ -528,7 +531,7 @@ class MemchatApp(SessionActions, MemoryActions, Toggles, App[int]):
 
     def action_copy_message(self) -> None:
         message: ChatMessage | None = None
-        node = self.focused
+        node: DOMNode | None = self.focused
         while node is not None:
             if isinstance(node, ChatMessage):
                 message = node
@@ -536,7 +539,8 @@ class MemchatApp(SessionActions, MemoryActions, Toggles, App[int]):
             node = node.parent
         if message is None:
             chat_log = self.chat.chat_log
-            message = chat_log.last_assistant() or next(reversed(chat_log.messages), None)
+            last = next(reversed(chat_log.messages), None)
+            message = chat_log.last_assistant() or (last if isinstance(last, ChatMessage) else None)
         text = message.copy_text() if message is not None else ""
         if not text:
             self.notify("Nothing to copy yet.", severity="warning")

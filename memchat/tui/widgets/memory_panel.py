@@ -29,7 +29,7 @@ from .memory_list import MemoryList
 class FilterInput(Input):
     """The filter box: ↓ moves to the list (the panel opens with the filter focused)."""
 
-    def _on_key(self, event: events.Key) -> None:
+    async def _on_key(self, event: events.Key) -> None:
         if event.key == "down":
             event.stop()
             event.prevent_default()
