@@ -5,12 +5,14 @@ console's /help — and each runs through its ``action_<name>``."""
 
 from __future__ import annotations
 
+import io
+
 from memchat.agent.commands import ACTIONS, Command, console_help, parse_command, slash_commands
 from memchat.tui.actions import KEY_NAMES
 from memchat.tui.app import MemchatApp
 from memchat.tui.widgets.message import Note
 
-from .support import make_app, ready, say
+from .support import make_app, make_settings, ready, runner_factory, say
 
 SIZE = (120, 40)
 
@@ -77,3 +79,23 @@ def test_console_help_lists_the_reference_commands() -> None:
             assert f"{action.name:<9} - {action.console}" in text
     # The console's list is the reference's: /forget (TUI-first, it asks before deleting) is not in it.
     assert "/forget" not in text
+
+
+async def test_every_command_has_a_console_handler_and_none_reaches_the_model(tmp_path, monkeypatch) -> None:
+    """The console runs each slash command itself (only /memory asks the model, as the reference does)."""
+    from memchat.console import Console
+
+    monkeypatch.chdir(tmp_path)  # /export writes here
+    runner = await runner_factory()(make_settings())
+    try:
+        out = io.StringIO()
+        console = Console(runner, out, echo_input=True)
+        for action in slash_commands():
+            before = out.tell()
+            keep_going = await console.handle(action.name)
+            said = out.getvalue()[before:]
+            assert said.strip(), action.name
+            assert keep_going is (action.command is not Command.EXIT), action.name
+            assert ("🤖 Assistant" in said) is (action.command is Command.MEMORY), action.name
+    finally:
+        await runner.service.close()
