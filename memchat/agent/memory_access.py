@@ -66,7 +66,7 @@ class MemoryAccess:
     async def cancel_extraction(self) -> None:
         """Stop the background extraction now: a running job is cancelled, queued
         ones are dropped (closing the service later then has nothing to wait for)."""
-        auto = self._service.auto if self._service.extractor is not None else None
+        auto = self._service.auto  # None without background extraction
         if auto is not None:
             await auto.close(0)
 

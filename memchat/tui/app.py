@@ -15,8 +15,11 @@ the terminal is restored. Otherwise (tests, embedding the app) quitting waits
 (bounded, without freezing the screen) for the pending extraction; quitting
 again does not wait.
 
-The memory panel's work is in memory_actions.py, run-time toggles and their
-remembering in toggles.py.
+Keys, slash commands and the command palette come from one registry
+(memchat.agent.commands.ACTIONS, shown by actions.py): each entry runs the
+app's ``action_<name>``. The memory panel's work is in memory_actions.py,
+saved sessions in sessions.py, run-time toggles in toggles.py, running a turn
+in turns.py. The app reaches the memories only through ``runner.memory``.
 """
 
 from __future__ import annotations
@@ -564,4 +567,4 @@ class MemchatApp(SessionActions, MemoryActions, Toggles, App[int]):
                 yield SystemCommand(
                     action.title, palette_help(action), getattr(self, f"action_{action.action}")
                 )
-        yield from super().get_system_commands(screen)  # fmt: skip
+        yield from super().get_system_commands(screen)
