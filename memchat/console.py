@@ -17,9 +17,10 @@ import asyncio
 import contextlib
 import re
 import sys
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TextIO
 
-from .agent.commands import COMMANDS, Command, parse_command
+from .agent.commands import Command, console_help, parse_command
 from .agent.events import (
     ExtractionFinished,
     TextDelta,
@@ -74,8 +75,8 @@ def banner(runner: Runner, *, offline_reason: str = "", extraction: str = "") ->
     lines = [
         "🧠 Simple Memory Chat",
         f"Model: {runner.model.name}",
-        f"Memory Service: {runner.service.store.name}",
-        runner.service.store.describe(),
+        f"Memory Service: {runner.memory.backend}",
+        runner.memory.describe(),
         f"Streaming: {'true' if runner.streaming else 'false'}",
         f"Available tools: {enabled}",
     ]
@@ -92,7 +93,7 @@ def banner(runner: Runner, *, offline_reason: str = "", extraction: str = "") ->
         RULE,
         f"✅ Memory chat ready! Session: {runner.session_id}",
         "",
-        *command_help(),
+        *console_help(),
         "",
     ]
     return lines
@@ -111,10 +112,6 @@ def tool_calls_text(event: ToolCallsRequested) -> str:
 def tool_result_text(event: ToolFinished) -> str:
     mark, label = ("❌", "Memory tool error") if event.is_error else ("✅", "Memory tool response")
     return f"{mark} {label} (ID: {one_line(event.call.id)}): {printable(event.content.strip())}\n"
-
-
-def command_help() -> list[str]:
-    return ["💡 Special commands:", *(f"   {name:<9} - {what}" for name, what in COMMANDS.items())]
 
 
 class Console:
@@ -163,7 +160,7 @@ class Console:
 
     async def show_memories(self) -> None:
         """/memory in auto mode: list the stored memories directly (the agent cannot load them)."""
-        entries = await self.runner.service.read(self.runner.key, 100)
+        entries = await self.runner.memory.read(100)
         if not entries:
             self.write(
                 "📭 No memories stored yet. (Auto extraction runs in the background after each turn.)\n\n"
@@ -215,50 +212,68 @@ class Console:
         command = parse_command(line)
         if command.kind is Command.EMPTY:
             return True
-        if command.kind is Command.EXIT:
-            await self.finish_extraction()
-            self.write("👋 Goodbye!\n")
-            return False
-        if command.kind is Command.NEW:
-            previous, current = self.runner.new_session()
-            self.write(
-                "🆕 Started new memory session!\n"
-                f"   Previous: {previous}\n"
-                f"   Current:  {current}\n"
-                "   (Conversation history has been reset, memories are preserved)\n\n"
-            )
-            return True
-        if command.kind is Command.HELP:
-            self.write("\n".join(command_help()) + "\n\n")
-            return True
-        if command.kind is Command.STREAM:
-            self.runner.streaming = not self.runner.streaming
-            self.write(f"🔁 Streaming: {'true' if self.runner.streaming else 'false'}\n\n")
-            return True
-        if command.kind is Command.SESSIONS:
-            from .sessions_text import session_lines
-
-            self.write("\n".join(await session_lines(self.runner)) + "\n\n")
-            return True
-        if command.kind is Command.EXPORT:
-            from .sessions_text import export_current
-
-            self.write(await export_current(self.runner, command.text) + "\n\n")
-            return True
-        if command.kind is Command.FORGET:
-            self.write(
-                "🗑  /forget asks before deleting, which a line-mode chat cannot do safely: find the memory "
-                "with `memchat memory search TEXT`, then `memchat memory delete ID` (or use the TUI).\n\n"
-            )
-            return True
         if command.kind is Command.UNKNOWN:
             self.write(f"❓ Unknown command {one_line(command.text)}: type /help for the list\n\n")
             return True
-        if command.kind is Command.MEMORY and self.runner.auto_extraction:
-            await self.show_memories()
+        action = command.action
+        if action is None:  # a message
+            await self.render_turn(command.text)
             return True
-        # MESSAGE, and MEMORY (rewritten into a message as the reference does).
-        await self.render_turn(command.text)
+        # A slash command runs its registry entry's ``command_<action>`` (memchat.agent.commands).
+        handler: Callable[[str], Awaitable[bool]] = getattr(self, f"command_{action.action}")
+        return await handler(command.text)
+
+    # -- the slash commands (each gets the command's argument; False means quit) --------
+    async def command_quit(self, argument: str) -> bool:
+        await self.finish_extraction()
+        self.write("👋 Goodbye!\n")
+        return False
+
+    async def command_new_session(self, argument: str) -> bool:
+        previous, current = self.runner.new_session()
+        self.write(
+            "🆕 Started new memory session!\n"
+            f"   Previous: {previous}\n"
+            f"   Current:  {current}\n"
+            "   (Conversation history has been reset, memories are preserved)\n\n"
+        )
+        return True
+
+    async def command_help(self, argument: str) -> bool:
+        self.write("\n".join(console_help()) + "\n\n")
+        return True
+
+    async def command_toggle_streaming(self, argument: str) -> bool:
+        self.runner.streaming = not self.runner.streaming
+        self.write(f"🔁 Streaming: {'true' if self.runner.streaming else 'false'}\n\n")
+        return True
+
+    async def command_sessions(self, argument: str) -> bool:
+        from .sessions_text import session_lines
+
+        self.write("\n".join(await session_lines(self.runner)) + "\n\n")
+        return True
+
+    async def command_export(self, argument: str) -> bool:
+        from .sessions_text import export_current
+
+        self.write(await export_current(self.runner, argument) + "\n\n")
+        return True
+
+    async def command_forget(self, argument: str) -> bool:
+        self.write(
+            "🗑  /forget asks before deleting, which a line-mode chat cannot do safely: find the memory "
+            "with `memchat memory search TEXT`, then `memchat memory delete ID` (or use the TUI).\n\n"
+        )
+        return True
+
+    async def command_toggle_memories(self, prompt: str) -> bool:
+        """/memory: in auto mode the stored memories, else ``prompt`` sent to the model (as the
+        reference does)."""
+        if self.runner.auto_extraction:
+            await self.show_memories()
+        else:
+            await self.render_turn(prompt)
         return True
 
     async def run(self, stdin: TextIO, resumed: Resumed | None = None) -> int:

@@ -34,6 +34,7 @@ from .events import (
     TurnStats,
 )
 from .llm import ChatModel, MemoryModeAware, Message, ModelError, ModelReply, TextChunk, ToolCall
+from .memory_access import MemoryAccess
 
 log = logging.getLogger(__name__)
 
@@ -159,17 +160,19 @@ class Runner:
         self.model = model
         self.service = service
         self.key = UserKey(app, user)
+        #: The UI's one door to the memories (it never touches ``service``).
+        self.memory = MemoryAccess(service, self.key)
         self.streaming = streaming
         self.preload = preload
         self.max_tool_rounds = max(1, max_tool_rounds)
         if system_prompt is None:
-            system_prompt = AUTO_SYSTEM_PROMPT if getattr(service, "extractor", None) else SYSTEM_PROMPT
+            system_prompt = AUTO_SYSTEM_PROMPT if service.extractor else SYSTEM_PROMPT
         self.system_prompt = system_prompt
         self.tools: dict[str, Tool] = {t.name: t for t in service.tools()}
         if isinstance(model, MemoryModeAware):
             # Auto mode: the agent is shown only the reading tools; memories are
             # written in the background (by the extractor, when there is one).
-            model.set_background_memory(bool(getattr(service, "auto_mode", False)))
+            model.set_background_memory(service.auto_mode)
         self._sessions = session_clock or SessionClock()
         self.session_id = self._sessions.new_id()
         self.history: list[Message] = []
@@ -185,7 +188,7 @@ class Runner:
     @property
     def auto_extraction(self) -> bool:
         """Memories are extracted in the background after each turn."""
-        return getattr(self.service, "extractor", None) is not None
+        return self.service.extractor is not None
 
     def add_extraction_listener(self, listener: Callable[[object], object]) -> Callable[[], None]:
         """``listener(event)`` for every ExtractionStarted / ExtractionFinished of
@@ -214,13 +217,13 @@ class Runner:
     @property
     def extraction_pending(self) -> int:
         """Background extraction jobs queued or running."""
-        auto = getattr(self.service, "auto", None) if self.auto_extraction else None
+        auto = self.service.auto
         return auto.pending_jobs if auto is not None else 0
 
     async def drain_extraction(self, timeout: float | None = None) -> bool:
         """Wait until the background extraction is idle: True, or False after
         ``timeout`` seconds (default: the extraction's drain bound, its job timeout)."""
-        auto = getattr(self.service, "auto", None) if self.auto_extraction else None
+        auto = self.service.auto
         if auto is None:
             return True
         if timeout is None:
@@ -424,7 +427,7 @@ def tool_summary(runner: Runner) -> tuple[str, str]:
     off = [n for n in BANNER_ORDER if n not in runner.tools]
     note = f"({', '.join(off)} disabled by default, can be enabled with --enable-tool)" if off else ""
     if runner.auto_extraction:
-        auto = getattr(runner.service, "auto", None)
+        auto = runner.service.auto
         enabled_names = (
             auto.enabled if auto is not None and auto.enabled is not None else frozenset(BANNER_ORDER)
         )

@@ -15,14 +15,17 @@ the terminal is restored. Otherwise (tests, embedding the app) quitting waits
 (bounded, without freezing the screen) for the pending extraction; quitting
 again does not wait.
 
-The memory panel's work is in memory_actions.py, run-time toggles and their
-remembering in toggles.py.
+Keys, slash commands and the command palette come from one registry
+(memchat.agent.commands.ACTIONS, shown by actions.py): each entry runs the
+app's ``action_<name>``. The memory panel's work is in memory_actions.py,
+saved sessions in sessions.py, run-time toggles in toggles.py, running a turn
+in turns.py. The app reaches the memories only through ``runner.memory``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import inspect
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
@@ -31,15 +34,17 @@ from typing import TYPE_CHECKING, ClassVar
 
 from textual import work
 from textual.app import App, SystemCommand
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.content import Content
 from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
 
-from memchat.agent.commands import Command, parse_command
+from memchat.agent.commands import ACTIONS, Action, Command, parse_command
 from memchat.safe_text import one_line
 
-from .memory_actions import MemoryActions, describe_error
+from .actions import CHAT_ACTIONS, QUITTING_ACTIONS, help_note, key_bindings, palette_help
+from .banner import ready_banner
+from .memory_actions import MemoryActions
 from .messages import (
     EmbeddingProgress,
     ExtractionDrained,
@@ -52,7 +57,6 @@ from .messages import (
 from .screens.chat import ChatScreen
 from .services import (
     RunnerFactory,
-    cancel_extraction,
     clipboard_problem,
     close_default_runner,
     describe_open_failure,
@@ -60,31 +64,17 @@ from .services import (
 )
 from .sessions import SessionActions
 from .toggles import Toggles
-from .widgets.chat_input import COMMAND_HELP, ChatInput
+from .turns import post_turn
+from .widgets.chat_input import ChatInput
 from .widgets.message import AssistantMessage, ChatMessage, ExtractionNote
 
 if TYPE_CHECKING:
+    from textual.dom import DOMNode
+    from textual.worker import Worker
+
     from memchat.agent.runner import Runner
     from memchat.engine.vectors import EmbeddingProgress as EmbeddingState
     from memchat.settings import Settings
-
-#: Seconds between two text updates of a streaming answer (at most ~30 a second).
-TEXT_FLUSH_INTERVAL = 0.033
-
-#: Key for each command, shown in /help.
-COMMAND_KEYS = {
-    "/memory": "ctrl+b", "/new": "ctrl+n", "/stream": "ctrl+t", "/sessions": "f2",
-    "/export": "md or json", "/forget": "d in the panel", "/help": "f1", "/exit": "ctrl+q",
-}  # fmt: skip
-
-#: Actions that make no sense while a dialog is open.
-CHAT_ACTIONS = {
-    "new_session", "toggle_memories", "toggle_streaming", "toggle_tool_panels", "copy_message", "help",
-    "stop", "sessions", "export",
-}  # fmt: skip
-
-#: Actions that make no sense while the app saves memories before quitting.
-QUITTING_ACTIONS = {"new_session", "toggle_streaming", "stop"}
 
 
 class MemchatApp(SessionActions, MemoryActions, Toggles, App[int]):
@@ -92,18 +82,8 @@ class MemchatApp(SessionActions, MemoryActions, Toggles, App[int]):
     CSS_PATH = Path(__file__).parent / "memchat.tcss"
     TITLE = "memchat"
 
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "stop", "Stop", tooltip="Stop the answer being written"),
-        Binding("ctrl+n", "new_session", "New", tooltip="Start a new session (memories are kept)"),
-        Binding("ctrl+b", "toggle_memories", "Memories", tooltip="Show or hide the memory panel"),
-        Binding("ctrl+t", "toggle_streaming", "Stream", tooltip="Toggle streaming output"),
-        Binding("ctrl+o", "toggle_tool_panels", "Tools", tooltip="Open or fold every tool-call panel"),
-        # Not in the footer (it is full): /help and the command palette list it.
-        Binding("f2", "sessions", "Sessions", show=False, tooltip="Saved sessions: open, rename, delete"),
-        Binding("ctrl+y", "copy_message", "Copy", priority=True, tooltip="Copy the selected or last answer"),
-        Binding("f1", "help", "Help", tooltip="Show commands and keys"),
-        Binding("ctrl+q", "quit", "Quit", priority=True),
-    ]
+    #: Every action with a key (memchat.agent.commands.ACTIONS).
+    BINDINGS: ClassVar[list[BindingType]] = key_bindings()
 
     def __init__(
         self,
@@ -132,7 +112,7 @@ class MemchatApp(SessionActions, MemoryActions, Toggles, App[int]):
         self._cursor_blink = cursor_blink
         self._max_live = max_live_messages
         self._views: dict[int, AssistantMessage] = {}
-        self._turn_worker = None
+        self._turn_worker: Worker[None] | None = None
         self._connecting = False
         self._queued: str | None = None
         self._memories_stale = True
@@ -144,7 +124,7 @@ class MemchatApp(SessionActions, MemoryActions, Toggles, App[int]):
         self._told_progress = False
         #: The exit code, while waiting for the background extraction before exiting.
         self.quitting: int | None = None
-        self._drain_worker = None
+        self._drain_worker: Worker[None] | None = None
         #: Quit at once and leave the runner in ``leftover_runner`` for the caller to close
         #: after the terminal is back (run_tui); else it is closed (and drained) in the app.
         self.close_after_exit = close_after_exit
@@ -238,14 +218,14 @@ class MemchatApp(SessionActions, MemoryActions, Toggles, App[int]):
         header = self.chat.header
         # "offline (no key for gpt-4o)" when a model was asked for without a key.
         header.model = self.settings.model_label if runner.model.name == "offline" else runner.model.name
-        header.backend = runner.service.store.name
+        header.backend = runner.memory.backend
         header.session = runner.session_id
         header.status = "ready"
         header.auto = runner.auto_extraction
         if runner.auto_extraction and self._stop_listening is None:
             self._stop_listening = runner.add_extraction_listener(self._on_extraction)
         self.sub_title = runner.session_id
-        await self.chat.chat_log.add_note(self._banner(runner), "banner")
+        await self.chat.chat_log.add_note(ready_banner(runner, self.settings), "banner")
         if not self._told_keyword_only:
             from memchat.agent.factory import embedder_notice
 
@@ -280,36 +260,6 @@ class MemchatApp(SessionActions, MemoryActions, Toggles, App[int]):
                 chat_input.move_cursor(chat_input.document.end)
             self._queued = None
 
-    def _banner(self, runner: Runner) -> Content:
-        from memchat.agent.runner import tool_summary
-
-        enabled, note = tool_summary(runner)
-        lines = [
-            Content.from_markup("✅ [b]Memory chat ready![/b]  Session: $s", s=runner.session_id),
-            Content.from_markup("[$text-muted]Memory service:[/] $d", d=runner.service.store.describe()),
-            Content.from_markup("[$text-muted]Available tools:[/] $t", t=enabled),
-        ]
-        if note:
-            lines.append(Content.from_markup("[$text-muted]$n[/]", n=note))
-        if runner.auto_extraction:
-            from memchat.agent.factory import extraction_summary
-
-            summary = extraction_summary(self.settings) or "🧩 Auto extraction: on (in the background)"
-            lines.append(Content(summary))
-        if self.settings.offline:
-            lines.append(
-                Content.from_markup(
-                    "ℹ  Offline model ($why): it remembers and recalls what you tell it. "
-                    "Set OPENAI_API_KEY (and OPENAI_BASE_URL) for a real model.",
-                    why=self.settings.offline_reason,
-                )
-            )
-        lines.append(
-            Content.from_markup("[$text-muted]Type a message and press Enter · /help for commands · "
-                                "ctrl+b shows your memories[/]")
-        )  # fmt: skip
-        return Content("\n").join(lines)
-
     async def on_unmount(self) -> None:
         if self._stop_listening is not None:
             self._stop_listening()
@@ -340,28 +290,22 @@ class MemchatApp(SessionActions, MemoryActions, Toggles, App[int]):
             return
         chat_input.accept()
         self.remember_input(event.text)
-        if kind is Command.EXIT:
-            await self.request_quit(0)
-        elif kind is Command.HELP:
-            await self.action_help()
-        elif kind is Command.STREAM:
-            await self.action_toggle_streaming()
-        elif kind is Command.MEMORY:
-            self.action_toggle_memories()
-        elif kind is Command.NEW:
-            await self.action_new_session()
-        elif kind is Command.SESSIONS:
-            self.action_sessions()
-        elif kind is Command.EXPORT:
-            await self.export_session(parsed.text)
-        elif kind is Command.FORGET:
-            await self.forget(parsed.text)
+        action = parsed.action
+        if action is not None:  # /memory opens the panel here, where the console asks the model
+            await self._run_command(action, parsed.text)
         elif kind is Command.UNKNOWN:
             await self.chat.chat_log.add_note(
                 f"❓ Unknown command {parsed.text}: type /help for the list", "warn"
             )
         else:
             await self.send(parsed.text)
+
+    async def _run_command(self, action: Action, argument: str) -> None:
+        """A slash command runs its registry entry's ``action_<action>``."""
+        method = getattr(self, f"action_{action.action}")
+        done = method(argument) if action.takes_argument else method()
+        if inspect.isawaitable(done):
+            await done
 
     async def send(self, text: str) -> None:
         """Show the user's message and run a turn (connecting first if needed)."""
@@ -382,50 +326,9 @@ class MemchatApp(SessionActions, MemoryActions, Toggles, App[int]):
 
     @work(group="turn", exit_on_error=False)
     async def _run_turn(self, turn: int, text: str) -> None:
-        """Run one turn, posting its events. Text arriving faster than the
-        screen can use is coalesced: at most one text message per
-        ``TEXT_FLUSH_INTERVAL`` (a fast model sends thousands of tokens a
-        second; one message each would only queue up behind the layout)."""
-        from memchat.agent.events import TextDelta
-
-        runner = self.runner
-        assert runner is not None
-        loop = asyncio.get_running_loop()
-        pending: list[str] = []
-        last_flush = 0.0
-        timer: asyncio.TimerHandle | None = None
-
-        def flush() -> None:
-            nonlocal last_flush, timer
-            if timer is not None:
-                timer.cancel()
-                timer = None
-            if pending:
-                self.post_message(TurnEvent(turn, TextDelta("".join(pending))))
-                pending.clear()
-            last_flush = loop.time()
-
-        try:
-            async for event in runner.run(text):
-                if isinstance(event, TextDelta):
-                    pending.append(event.text)
-                    if loop.time() - last_flush >= TEXT_FLUSH_INTERVAL:
-                        flush()
-                    elif timer is None:
-                        timer = loop.call_at(last_flush + TEXT_FLUSH_INTERVAL, flush)
-                    continue
-                flush()
-                self.post_message(TurnEvent(turn, event))
-        except asyncio.CancelledError:
-            flush()
-            self.post_message(TurnEnded(turn, stopped=True))
-            raise
-        except Exception as exc:
-            flush()
-            self.post_message(TurnEnded(turn, error=describe_error(exc)))
-            return
-        flush()
-        self.post_message(TurnEnded(turn))
+        """Run one turn; its events come back as messages (on_turn_event, on_turn_ended)."""
+        assert self.runner is not None
+        await post_turn(self.runner, turn, text, self.post_message)
 
     @property
     def _shutting_down(self) -> bool:
@@ -526,7 +429,7 @@ class MemchatApp(SessionActions, MemoryActions, Toggles, App[int]):
                 self._drain_worker.cancel()
             if runner is not None:
                 with contextlib.suppress(Exception):
-                    await cancel_extraction(runner)
+                    await runner.memory.cancel_extraction()
             self._exit_now(self.quitting)
             return
         if runner is None or not runner.auto_extraction or self.close_after_exit:
@@ -556,7 +459,7 @@ class MemchatApp(SessionActions, MemoryActions, Toggles, App[int]):
             finished = await runner.drain_extraction()
             if not finished:  # gave up: do not wait again when the service closes
                 with contextlib.suppress(Exception):
-                    await cancel_extraction(runner)
+                    await runner.memory.cancel_extraction()
         self.post_message(ExtractionDrained(code, finished=finished))
 
     def on_extraction_drained(self, message: ExtractionDrained) -> None:
@@ -570,6 +473,14 @@ class MemchatApp(SessionActions, MemoryActions, Toggles, App[int]):
         self.exit(code)
 
     # -- actions (keys, commands and the command palette) ------------------------
+    def _offered(self, action: Action) -> bool:
+        """In the command palette now: Stop while an answer is written, Reconnect when not connected."""
+        if action.action == "stop":
+            return self.busy
+        if action.action == "reconnect":
+            return self.runner is None
+        return True
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in CHAT_ACTIONS and isinstance(self.screen, ModalScreen):
             return False
@@ -613,33 +524,17 @@ class MemchatApp(SessionActions, MemoryActions, Toggles, App[int]):
             self.action_focus_input()
 
     async def action_help(self) -> None:
-        lines = [Content.from_markup("💡 [b]Special commands[/b]")]
-        width = max(map(len, COMMAND_HELP))
-        for name in COMMAND_HELP:
-            lines.append(
-                Content.from_markup(
-                    "   [b $accent]$name[/]$what  [$text-muted]($key)[/]",
-                    name=name.ljust(width + 2),
-                    what=COMMAND_HELP[name],
-                    key=COMMAND_KEYS[name],
-                )
-            )
-        lines.append(
-            Content.from_markup(
-                "[$text-muted]Keys: Enter send · ctrl+j new line · ↑/↓ history · Tab completes a command · "
-                "Esc stops an answer · PgUp/PgDn scroll the conversation (ctrl+Home/ctrl+End: top, end) · "
-                "ctrl+o opens or folds all tool calls (Enter or a click: one) · "
-                "ctrl+y copies the selected (click it) or last answer · ctrl+p command palette[/]"
-            )
-        )
-        await self.chat.chat_log.add_note(Content("\n").join(lines), "help")
+        await self.chat.chat_log.add_note(help_note(), "help")
+
+    def action_reconnect(self) -> None:
+        self.connect()
 
     def action_focus_input(self) -> None:
         self.chat.chat_input.focus()
 
     def action_copy_message(self) -> None:
         message: ChatMessage | None = None
-        node = self.focused
+        node: DOMNode | None = self.focused
         while node is not None:
             if isinstance(node, ChatMessage):
                 message = node
@@ -647,7 +542,8 @@ class MemchatApp(SessionActions, MemoryActions, Toggles, App[int]):
             node = node.parent
         if message is None:
             chat_log = self.chat.chat_log
-            message = chat_log.last_assistant() or next(reversed(chat_log.messages), None)
+            last = next(reversed(chat_log.messages), None)
+            message = chat_log.last_assistant() or (last if isinstance(last, ChatMessage) else None)
         text = message.copy_text() if message is not None else ""
         if not text:
             self.notify("Nothing to copy yet.", severity="warning")
@@ -666,41 +562,9 @@ class MemchatApp(SessionActions, MemoryActions, Toggles, App[int]):
             self.notify(f"Copied {len(text)} characters.", title="Copy")
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield SystemCommand(
-            "New session",
-            "Start a new conversation; memories are kept (/new, ctrl+n)",
-            self.action_new_session,
-        )
-        yield SystemCommand(
-            "Sessions",
-            "Saved conversations: open, rename, delete, search (/sessions, f2)",
-            self.action_sessions,
-        )
-        yield SystemCommand(
-            "Export conversation",
-            "Save this session as Markdown in the current folder (/export)",
-            self.action_export,
-        )
-        yield SystemCommand(
-            "Memory panel", "Show or hide your memories (/memory, ctrl+b)", self.action_toggle_memories
-        )
-        yield SystemCommand(
-            "Toggle streaming",
-            "Stream answers token by token, or show them whole (/stream, ctrl+t)",
-            self.action_toggle_streaming,
-        )
-        yield SystemCommand(
-            "Tool panels", "Open or fold every tool-call panel (ctrl+o)", self.action_toggle_tool_panels
-        )
-        if self.busy:
-            yield SystemCommand("Stop the answer", "Stop the turn being written (Esc)", self.action_stop)
-        yield SystemCommand(
-            "Copy message", "Copy the selected or the last answer (ctrl+y)", self.action_copy_message
-        )
-        yield SystemCommand(
-            "Refresh memories", "Read the memories again (f5 in the panel)", self.action_refresh_memories
-        )
-        yield SystemCommand("Help", "Show commands and keys (/help, f1)", self.action_help)
-        if self.runner is None:
-            yield SystemCommand("Reconnect", "Open the memory backend again", self.connect)
-        yield from super().get_system_commands(screen)  # fmt: skip
+        for action in ACTIONS:
+            if not action.builtin_palette and self._offered(action):
+                yield SystemCommand(
+                    action.title, palette_help(action), getattr(self, f"action_{action.action}")
+                )
+        yield from super().get_system_commands(screen)

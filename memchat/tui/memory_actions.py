@@ -8,26 +8,22 @@ and drives the panel; the slow parts run in workers that post messages back.
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from textual import work
 
 from memchat.engine.model import MemchatError
 from memchat.safe_text import one_line
 
+from .host import AppHost
 from .messages import MemoriesFailed, MemoriesLoaded, MemoryChanged
 from .screens.confirm import ConfirmScreen
 from .widgets.memory_list import MemoryList
 from .widgets.memory_panel import MemoryPanel
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from memchat.engine.model import Entry
 
-    from memchat.agent.runner import Runner
-    from memchat.engine import Entry
-
-    from .screens.chat import ChatScreen
 
 #: Results the panel's ranked search (Enter in the filter) asks the engine for.
 FILTER_RESULTS = 200
@@ -41,15 +37,8 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-class MemoryActions:
-    """Mixed into MemchatApp (which provides these)."""
-
-    runner: Runner | None
-    runner_error: str
-    chat: ChatScreen
-    clock: Callable[[], datetime]
-    _memories_stale: bool
-    _shutting_down: bool
+class MemoryActions(AppHost):
+    """Mixed into MemchatApp (what it uses of the app: host.AppHost)."""
 
     # -- reading into the panel -------------------------------------------------
     def _memories_changed(self) -> None:
@@ -73,21 +62,19 @@ class MemoryActions:
         runner = self.runner
         if runner is None:
             return
-        service, key = runner.service, runner.key
+        memory = runner.memory
         try:
             if query:
-                from memchat.engine import SearchOptions
-
                 # The engine's one retrieval path, in the service's mode (--search): the
                 # same ranking as the memory_search tool. Embedding the query runs in a thread.
-                entries = await service.search(key, query, SearchOptions(max_results=FILTER_RESULTS))
+                entries = await memory.search(query, FILTER_RESULTS)
             else:
-                entries = await service.read(key, include_deleted=service.soft_delete)
-            total = await service.count(key)
+                entries = await memory.read(include_deleted=memory.soft_delete)
+            total = await memory.count()
         except Exception as exc:
-            self.post_message(MemoriesFailed(describe_error(exc)))  # type: ignore[attr-defined]
+            self.post_message(MemoriesFailed(describe_error(exc)))
             return
-        self.post_message(MemoriesLoaded(entries, query, total))  # type: ignore[attr-defined]
+        self.post_message(MemoriesLoaded(entries, query, total))
 
     def on_memories_loaded(self, message: MemoriesLoaded) -> None:
         if self.runner is None or self._shutting_down:
@@ -96,7 +83,7 @@ class MemoryActions:
             message.entries,
             query=message.query,
             total=message.total,
-            soft_delete=self.runner.service.soft_delete,
+            soft_delete=self.runner.memory.soft_delete,
             now=self.clock(),
         )
 
@@ -104,7 +91,7 @@ class MemoryActions:
         if self._shutting_down:
             return
         self.chat.memory_panel.show_message(f"Cannot read memories: {message.error}")
-        self.alert(message.error, title="Memories", severity="error")  # type: ignore[attr-defined]
+        self.alert(message.error, title="Memories", severity="error")
 
     def on_memory_panel_filter_changed(self, message: MemoryPanel.FilterChanged) -> None:
         self.load_memories()
@@ -121,7 +108,7 @@ class MemoryActions:
             self._confirm_change(message.action, message.entry)
 
     def _confirm_change(self, action: str, entry: Entry, note: str = "") -> None:
-        soft = self.runner is not None and self.runner.service.soft_delete
+        soft = self.runner is not None and self.runner.memory.soft_delete
         if action == "delete":
             consequence = (
                 "It stays as a dimmed tombstone that you can restore (soft delete is on)."
@@ -137,7 +124,7 @@ class MemoryActions:
             if yes:
                 self._change_memory(action, entry.id, entry.memory.text)
 
-        self.push_screen(screen, answered)  # type: ignore[attr-defined]
+        self.push_screen(screen, answered)
 
     @work(group="memory-change", exit_on_error=False)
     async def _change_memory(self, action: str, memory_id: str, text: str) -> None:
@@ -146,23 +133,24 @@ class MemoryActions:
             return
         try:
             if action == "delete":
-                await runner.service.delete(runner.key, memory_id)
+                await runner.memory.delete(memory_id)
             else:
-                await runner.service.restore(runner.key, memory_id)
+                await runner.memory.restore(memory_id)
         except Exception as exc:
-            self.post_message(MemoriesFailed(describe_error(exc)))  # type: ignore[attr-defined]
+            self.post_message(MemoriesFailed(describe_error(exc)))
             return
-        self.post_message(MemoryChanged(action, memory_id, text))  # type: ignore[attr-defined]
+        self.post_message(MemoryChanged(action, memory_id, text))
 
     async def on_memory_changed(self, message: MemoryChanged) -> None:
         done = "Deleted" if message.action == "delete" else "Restored"
-        self.alert(f"{done}: {message.text}", title="Memories")  # type: ignore[attr-defined]
+        self.alert(f"{done}: {message.text}", title="Memories")
         if message.action == "delete":
             await self.chat.chat_log.add_note(f"🗑  Deleted: {one_line(message.text)}", "info")
         self.load_memories()
 
-    async def forget(self, text: str) -> None:
-        """``/forget TEXT``: find the memory with the engine's search, ask, delete."""
+    async def action_forget(self, text: str = "") -> None:
+        """``/forget TEXT``: find the memory with the engine's search, ask, delete
+        (without TEXT, from the palette: how to use it)."""
         if not text:
             await self.chat.chat_log.add_note(
                 "🗑  Say what to forget: /forget TEXT (e.g. /forget I like Go), or open the memory panel "
@@ -181,16 +169,14 @@ class MemoryActions:
         runner = self.runner
         if runner is None:
             return
-        from memchat.engine import SearchOptions
-
         try:
-            found = await runner.service.search(runner.key, text, SearchOptions(max_results=FORGET_RESULTS))
+            found = await runner.memory.search(text, FORGET_RESULTS)
         except Exception as exc:
-            self.post_message(MemoriesFailed(describe_error(exc)))  # type: ignore[attr-defined]
+            self.post_message(MemoriesFailed(describe_error(exc)))
             return
-        self.call_later(self._offer_to_forget, text, [e for e in found if not e.is_deleted])  # type: ignore[attr-defined]
+        self.call_later(self._offer_to_forget, text, [e for e in found if not e.is_deleted])
 
-    async def _offer_to_forget(self, text: str, found: list[Any]) -> None:
+    async def _offer_to_forget(self, text: str, found: list[Entry]) -> None:
         if not found:
             await self.chat.chat_log.add_note(
                 f"🗑  No memory matches “{one_line(text)}”: nothing was deleted (ctrl+b lists them all).",

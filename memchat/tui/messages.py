@@ -11,8 +11,8 @@ from textual.message import Message
 if TYPE_CHECKING:
     from memchat.agent.events import Event
     from memchat.agent.runner import Runner
-    from memchat.engine import Entry
     from memchat.engine.extraction import ExtractionEvent
+    from memchat.engine.model import Entry
     from memchat.engine.vectors import EmbeddingProgress as EmbeddingState
 
 

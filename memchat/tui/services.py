@@ -35,9 +35,9 @@ HEAVY_MODULES = (
 def _preimport(settings: Settings) -> None:
     """Import the chosen backend's module and the model client (the slow
     part of starting: drivers, SQLAlchemy, the openai SDK)."""
-    from backends import store_class
+    from memchat.agent.memory_access import load_backend_module
 
-    store_class(settings.memory)
+    load_backend_module(settings.memory)
     if not settings.offline:
         importlib.import_module("memchat.agent.openai_model")
         importlib.import_module("openai")  # the model imports it on first use: do it here instead
@@ -52,14 +52,14 @@ async def open_default_runner(settings: Settings, *, progress: Progress | None =
     from memchat.agent.factory import open_runner
 
     runner = await open_runner(settings, progress=progress)
-    warm_up(runner, settings)
+    warm_up(runner)
     return runner
 
 
 _background: set[asyncio.Future] = set()
 
 
-def warm_up(runner: Runner, settings: Settings) -> asyncio.Future:
+def warm_up(runner: Runner) -> asyncio.Future:
     """Load what the first search would otherwise wait for, in a worker thread
     (never before the first frame, never on the UI thread): the Chinese word
     segmentation dictionary (about a second) and the offline embedding model(s).
@@ -69,8 +69,7 @@ def warm_up(runner: Runner, settings: Settings) -> asyncio.Future:
     The thread is a daemon of its own, not the event loop's executor: quitting
     while a model is still loading must not wait for it (``asyncio.run`` joins
     its executor's threads before returning)."""
-    embedder = _local_embedder(runner, settings)
-    future = in_daemon_thread(_warm_up_search, embedder)
+    future = in_daemon_thread(runner.memory.warm_up)
     _background.add(future)
     future.add_done_callback(_background.discard)
     return future
@@ -101,23 +100,6 @@ def in_daemon_thread(function: Callable[..., object], *args: object) -> asyncio.
     return future
 
 
-def _local_embedder(runner: Runner, settings: Settings) -> object | None:
-    """The service's embedder when it is an offline model that loads (``load()``), else None."""
-    if settings.embedder == "none":
-        return None
-    embedder = getattr(runner.service, "embedder", None)
-    return embedder if callable(getattr(embedder, "load", None)) else None
-
-
-def _warm_up_search(embedder: object | None = None) -> None:
-    from memchat.engine.search import build_search_tokens
-
-    build_search_tokens("记忆预热")
-    if embedder is not None:
-        with contextlib.suppress(Exception):  # the first search says what is wrong, in one sentence
-            embedder.load()  # type: ignore[attr-defined]
-
-
 def describe_open_failure(exc: BaseException) -> tuple[str, bool]:
     """Why the runner could not open, in one sentence, and whether the cause is
     a package that is not installed (then the fix is a ``pip install``, not a
@@ -137,14 +119,6 @@ async def close_default_runner(runner: Runner) -> None:
     from memchat.agent.factory import close_runner
 
     await close_runner(runner)
-
-
-async def cancel_extraction(runner: Runner) -> None:
-    """Stop the background extraction now: a running job is cancelled, queued
-    ones are dropped (closing the service later then has nothing to wait for)."""
-    auto = getattr(runner.service, "auto", None) if runner.auto_extraction else None
-    if auto is not None:
-        await auto.close(0)
 
 
 def clipboard_problem(environ: Mapping[str, str] | None = None) -> str:

@@ -20,6 +20,7 @@ from memchat.agent.events import TurnStats
 from memchat.agent.llm import ToolCall
 from memchat.safe_text import one_line, printable
 
+from .host import AppHost
 from .widgets.message import AssistantMessage
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ async def show_turn(chat_log: ChatLog, turn: Sequence[SessionRecord]) -> None:
         if view is None:
             view = await chat_log.add_assistant()
         if record.kind == "stats":
-            fields = {k: data.get(k) for k in TurnStats.__dataclass_fields__}
+            fields: dict[str, Any] = {k: data.get(k) for k in TurnStats.__dataclass_fields__}
             with contextlib.suppress(TypeError, ValueError):
                 await view.set_stats(TurnStats(**fields))
         elif record.kind == "error":
@@ -120,12 +121,8 @@ async def clear_log(chat_log: ChatLog) -> None:
     earlier.display = False
 
 
-class SessionActions:
-    """Mixed into MemchatApp (which provides runner, settings, chat, busy, notify…)."""
-
-    runner: Runner | None
-    settings: Any
-    busy: bool
+class SessionActions(AppHost):
+    """Mixed into MemchatApp (what it uses of the app: host.AppHost)."""
 
     def _recorder(self) -> SessionRecorder | None:
         from memchat.agent.sessions import recorder_of
@@ -133,7 +130,7 @@ class SessionActions:
         return recorder_of(self.runner) if self.runner is not None else None
 
     # -- start-up ------------------------------------------------------------
-    async def start_sessions(self, runner: Runner) -> Callable[[], Awaitable[None]]:
+    async def start_sessions(self, runner: Runner) -> Callable[[], Awaitable[object]]:
         """The runner is connected: bring back the typed inputs (↑/↓) and
         continue the session ``--resume`` / ``--session`` asked for (before the
         banner names the session). Returns what to show once the banner is up."""
@@ -141,7 +138,7 @@ class SessionActions:
         from memchat.sessions.model import SessionNotFoundError
 
         recorder = self._recorder()
-        chat_log = self.chat.chat_log  # type: ignore[attr-defined]
+        chat_log = self.chat.chat_log
 
         async def nothing() -> None:
             pass
@@ -151,7 +148,7 @@ class SessionActions:
         recorder.on_problem = self._session_problem
         try:
             typed = await recorder.store.inputs(recorder.key, INPUTS_LOADED)
-            self.chat.chat_input.sent[:0] = typed  # type: ignore[attr-defined]
+            self.chat.chat_input.sent[:0] = typed
             resumed = await start(runner, self.settings)
         except SessionNotFoundError as exc:
             said = f"❌ {exc}; this is a new session."
@@ -168,7 +165,7 @@ class SessionActions:
         return nothing
 
     def _session_problem(self, problem: str) -> None:
-        self.alert(  # type: ignore[attr-defined]
+        self.alert(
             f"The conversation is not being saved: {problem}",
             title="Sessions",
             severity="warning",
@@ -178,9 +175,9 @@ class SessionActions:
     async def show_resumed(self, resumed: Resumed) -> None:
         runner = self.runner
         assert runner is not None
-        chat = self.chat  # type: ignore[attr-defined]
+        chat = self.chat
         chat.header.session = runner.session_id
-        self.sub_title = runner.session_id  # type: ignore[attr-defined]
+        self.sub_title = runner.session_id
         info = resumed.info
         lines = [
             Content.from_markup(
@@ -212,7 +209,7 @@ class SessionActions:
     def action_sessions(self) -> None:
         recorder = self._recorder()
         if recorder is None:
-            self.notify(  # type: ignore[attr-defined]
+            self.notify(
                 "Not connected yet." if self.runner is None else "This chat does not save sessions.",
                 severity="warning",
             )
@@ -221,7 +218,7 @@ class SessionActions:
         from .screens.sessions import SessionsScreen  # DataTable loads with the first use
 
         screen = SessionsScreen(recorder, current=self.runner.session_id)
-        self.push_screen(screen, self._sessions_closed)  # type: ignore[attr-defined]
+        self.push_screen(screen, self._sessions_closed)
 
     async def _sessions_closed(self, result: SessionsClosed | None) -> None:
         runner = self.runner
@@ -230,7 +227,7 @@ class SessionActions:
         if result.open and result.open != runner.session_id:
             self.open_session(result.open)
         elif runner.session_id in result.deleted:
-            await self.action_new_session()  # type: ignore[attr-defined]
+            await self.action_new_session()
 
     @work(group="session-open", exclusive=True, exit_on_error=False)
     async def open_session(self, session_id: str) -> None:
@@ -241,28 +238,26 @@ class SessionActions:
         if runner is None:
             return
         if self.busy:
-            self.notify("Stop the answer being written first (Esc).", severity="warning")  # type: ignore[attr-defined]
+            self.notify("Stop the answer being written first (Esc).", severity="warning")
             return
         try:
             resumed = await resume(runner, session_id, history_tokens=self.settings.history_tokens)
         except Exception as exc:
-            self.alert(str(exc), title="Sessions", severity="error")  # type: ignore[attr-defined]
+            self.alert(str(exc), title="Sessions", severity="error")
             return
-        await clear_log(self.chat.chat_log)  # type: ignore[attr-defined]
+        await clear_log(self.chat.chat_log)
         await self.show_resumed(resumed)
 
     # -- export ------------------------------------------------------------------
-    async def export_session(self, argument: str = "") -> None:
+    async def action_export(self, argument: str = "") -> None:
+        """/export [md | json | FILE], or the palette's entry (Markdown in the current folder)."""
         from memchat.sessions_text import export_current
 
         if self.runner is None:
-            self.notify("Not connected yet.", severity="warning")  # type: ignore[attr-defined]
+            self.notify("Not connected yet.", severity="warning")
             return
         try:
             said = await export_current(self.runner, argument)
         except Exception as exc:
             said = f"❌ {exc}"
-        await self.chat.chat_log.add_note(said, "error" if said.startswith("❌") else "info")  # type: ignore[attr-defined]
-
-    async def action_export(self) -> None:
-        await self.export_session("")
+        await self.chat.chat_log.add_note(said, "error" if said.startswith("❌") else "info")

@@ -11,39 +11,31 @@ from typing import TYPE_CHECKING
 
 from textual import work
 
+from .host import AppHost
+
 if TYPE_CHECKING:
-    from memchat.agent.runner import Runner
-    from memchat.settings import Settings
-
-    from .screens.chat import ChatScreen
+    pass
 
 
-class Toggles:
-    """Mixed into MemchatApp (which provides these)."""
-
-    settings: Settings
-    runner: Runner | None
-    chat: ChatScreen
-    streaming: bool
-    tools_expanded: bool
-    _told_preferences: bool
+class Toggles(AppHost):
+    """Mixed into MemchatApp (what it uses of the app: host.AppHost)."""
 
     def apply_theme(self) -> None:
         """The remembered theme (an unknown name is said and ignored)."""
         name = self.settings.theme
-        if not name or name == self.theme:  # type: ignore[attr-defined]
+        if not name or name == self.theme:
             return
-        if name in self.available_themes:  # type: ignore[attr-defined]
-            self.theme = name  # type: ignore[attr-defined]
+        if name in self.available_themes:
+            self.theme = name
         else:
-            self.notify(  # type: ignore[attr-defined]
+            self.notify(
                 f"Theme {name!r} is unknown: using the default (ctrl+p → “Change theme” lists them).",
                 title="Theme",
                 severity="warning",
             )
 
     def watch_theme(self, theme: str) -> None:
-        if theme != (self.settings.theme or "textual-dark") and self.is_running:  # type: ignore[attr-defined]
+        if theme != (self.settings.theme or "textual-dark") and self.is_running:
             self.remember({("tui", "theme"): theme})
 
     async def action_toggle_streaming(self) -> None:
@@ -66,7 +58,7 @@ class Toggles:
         self.tools_expanded = not self.tools_expanded
         for panel in self.chat.chat_log.query(ToolCallPanel):
             panel.collapsed = not self.tools_expanded
-        self.notify(  # type: ignore[attr-defined]
+        self.notify(
             "Tool calls: all open (ctrl+o folds them)." if self.tools_expanded
             else "Tool calls: one line each (Enter or a click opens one; ctrl+o opens all).",
             title="Tool panels",
@@ -88,8 +80,8 @@ class Toggles:
         except OSError as exc:
             if not self._told_preferences:
                 self._told_preferences = True
-                self.call_from_thread(  # type: ignore[attr-defined]
-                    self.notify,  # type: ignore[attr-defined]
+                self.call_from_thread(
+                    self.notify,
                     f"Cannot remember this for the next start: {path}: {exc.strerror}.",
                     title="Settings",
                     severity="warning",

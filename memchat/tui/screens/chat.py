@@ -12,7 +12,9 @@ from textual.content import Content
 from textual.screen import Screen
 from textual.widgets import Footer, Static, TextArea
 
-from ..widgets.chat_input import ChatInput, matching_commands
+from memchat.agent.commands import matching_commands
+
+from ..widgets.chat_input import ChatInput
 from ..widgets.chat_log import ChatLog
 from ..widgets.header import MemchatHeader
 from ..widgets.memory_panel import MemoryPanel

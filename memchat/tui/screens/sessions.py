@@ -15,6 +15,7 @@ from textual import work
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.content import Content
+from textual.coordinate import Coordinate
 from textual.screen import ModalScreen
 from textual.timer import Timer
 from textual.widgets import DataTable, Input, Static
@@ -174,7 +175,7 @@ class SessionsScreen(ModalScreen[SessionsClosed]):
         table = self.table
         if not table.row_count or table.cursor_row < 0:
             return None
-        return str(table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value)
+        return str(table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value)
 
     def _selected(self) -> SessionInfo | None:
         chosen = self.selected_id

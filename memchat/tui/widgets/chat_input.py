@@ -10,21 +10,7 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import TextArea
 
-from memchat.agent.commands import COMMANDS, EXTRA_COMMANDS
-
-#: What each slash command does in the TUI (same commands as the console;
-#: /memory opens the side panel here instead of asking the model).
-COMMAND_HELP = {
-    "/memory": "Show or hide the memory panel",
-    "/new": "New session (memories are kept)",
-    "/stream": "Toggle streaming",
-    "/sessions": "Saved sessions",
-    "/export": "Save this conversation (md, json or a file)",
-    "/forget": "Forget a memory: /forget TEXT (asks first)",
-    "/help": "Show commands and keys",
-    "/exit": "Quit",
-}
-assert set(COMMAND_HELP) == set(COMMANDS) | set(EXTRA_COMMANDS)
+from memchat.agent.commands import complete_command
 
 #: Keys that insert a new line instead of sending.
 NEWLINE_KEYS = ("ctrl+j", "shift+enter", "alt+enter", "ctrl+enter")
@@ -125,22 +111,3 @@ class ChatInput(TextArea):
             self.insert(self.suggestion)
         else:
             self.screen.focus_next()
-
-
-def complete_command(text: str) -> str:
-    """The rest of the slash command ``text`` starts (``/ne`` → ``w``), or ""."""
-    if not text.startswith("/") or any(c.isspace() for c in text):
-        return ""
-    typed = text.lower()
-    for name in COMMAND_HELP:
-        if name.startswith(typed) and name != typed:
-            return name[len(typed) :]
-    return ""
-
-
-def matching_commands(text: str) -> list[tuple[str, str]]:
-    """Commands (name, help) matching what is typed, for the hint line."""
-    if not text.startswith("/") or any(c.isspace() for c in text.strip()):
-        return []
-    typed = text.strip().lower()
-    return [(name, what) for name, what in COMMAND_HELP.items() if name.startswith(typed)]

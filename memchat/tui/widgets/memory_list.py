@@ -18,7 +18,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from memchat.engine import Entry
+from memchat.engine.model import Entry
 from memchat.safe_text import one_line
 
 from ..format import when

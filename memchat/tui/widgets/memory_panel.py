@@ -19,7 +19,7 @@ from textual.content import Content
 from textual.message import Message
 from textual.widgets import Input, Static
 
-from memchat.engine import Entry
+from memchat.engine.model import Entry
 from memchat.safe_text import one_line, printable
 
 from ..format import full_time, shorten_ids
@@ -29,7 +29,7 @@ from .memory_list import MemoryList
 class FilterInput(Input):
     """The filter box: ↓ moves to the list (the panel opens with the filter focused)."""
 
-    def _on_key(self, event: events.Key) -> None:
+    async def _on_key(self, event: events.Key) -> None:
         if event.key == "down":
             event.stop()
             event.prevent_default()

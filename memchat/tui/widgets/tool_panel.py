@@ -27,6 +27,8 @@ from ..format import (
 )
 
 if TYPE_CHECKING:  # the agent's modules load after the first frame
+    from textual.timer import Timer
+
     from memchat.agent.llm import ToolCall
 
 #: Results longer than this are cut, with a button to show everything.
@@ -66,7 +68,9 @@ class ToolCallPanel(Collapsible):
         self._started = 0.0
         self._frame = 0
         self._built = ""  # which details are mounted: "", "args" or "result"
-        super().__init__(title=self._make_title(), collapsed=not expanded, classes="tool-panel -initiated")
+        self._spinner: Timer | None = None
+        # Textual renders a Content title (its annotation says str).
+        super().__init__(title=self._make_title(), collapsed=not expanded, classes="tool-panel -initiated")  # type: ignore[arg-type]
 
     def _make_title(self) -> Content:
         icon, state, style = {
@@ -99,7 +103,7 @@ class ToolCallPanel(Collapsible):
         self.remove_class(f"-{self.state}")
         self.state = state
         self.add_class(f"-{state}")
-        self.title = self._make_title()
+        self._show_title()
 
     # -- driven by the app -----------------------------------------------
     def executing(self) -> None:
@@ -109,7 +113,10 @@ class ToolCallPanel(Collapsible):
 
     def _spin(self) -> None:
         self._frame += 1
-        self.title = self._make_title()
+        self._show_title()
+
+    def _show_title(self) -> None:
+        self.title = self._make_title()  # type: ignore[assignment]  # a Content title, as in __init__
 
     def finish(self, content: str, is_error: bool, elapsed: float) -> None:
         self._stop_spinner()
@@ -127,9 +134,8 @@ class ToolCallPanel(Collapsible):
             self._set_state("cancelled")
 
     def _stop_spinner(self) -> None:
-        spinner = getattr(self, "_spinner", None)
-        if spinner is not None:
-            spinner.stop()
+        if self._spinner is not None:
+            self._spinner.stop()
             self._spinner = None
 
     # -- the details, built when shown -------------------------------------
@@ -155,9 +161,9 @@ class ToolCallPanel(Collapsible):
         if wanted == "result":
             pretty, valid = pretty_json(self.result)
             shown, hidden = truncate_lines(pretty, MAX_RESULT_LINES, MAX_RESULT_CHARS)
-            label = "error" if self.is_error else "result"
+            outcome = "error" if self.is_error else "result"
             widgets += [
-                Static(Content.styled(label, "dim"), classes="tool-label"),
+                Static(Content.styled(outcome, "dim"), classes="tool-label"),
                 Static(shown_json(shown, valid), classes="tool-json tool-result"),
             ]
             if hidden:
