@@ -44,7 +44,7 @@ def test_every_public_engine_name_resolves_to_its_defining_module() -> None:
 
 def test_an_unknown_engine_name_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="no attribute 'MemoryServise'"):
-        _ = engine.MemoryServise  # type: ignore[attr-defined]
+        _ = engine.MemoryServise
 
 
 def test_backends_base_is_the_engine_protocol() -> None:
