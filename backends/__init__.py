@@ -50,7 +50,7 @@ def check_name(name: str) -> str:
     raise ConfigError(f"unknown memory backend {name!r}: choose one of {', '.join(BACKEND_NAMES)}")
 
 
-def store_class(name: str) -> type:
+def store_class(name: str) -> type[Store]:
     """The Store class registered under ``name`` (imports its module now)."""
     name = check_name(name)
     target, extra = REGISTRY[name]

@@ -33,7 +33,7 @@ from .agent.runner import Runner, tool_summary
 from .safe_text import one_line, printable
 
 if TYPE_CHECKING:
-    from memchat.engine.vectors import EmbeddingProgress
+    from memchat.engine.vectors import EmbeddingProgress, IndexingProgress
 
     from .agent.sessions import Resumed
 
@@ -333,7 +333,7 @@ class ProgressPrinter:
             self.live = False
         self._last = -1
 
-    def __call__(self, state: EmbeddingProgress) -> None:
+    def __call__(self, state: EmbeddingProgress | IndexingProgress) -> None:
         if state.total <= 0 or state.percent == self._last:
             return
         line = printable(state.message())

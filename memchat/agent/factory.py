@@ -5,10 +5,11 @@ Shared by the console and the TUI so that both start the same chat.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from memchat.engine import MemoryService
+from memchat.engine.vectors import ProgressCallback
 
 from .llm import ChatModel, ModelConfig
 from .runner import Runner
@@ -16,12 +17,12 @@ from .runner import Runner
 if TYPE_CHECKING:
     from memchat.engine.embedding import Embedder
     from memchat.engine.extraction import Checker, Extractor
-    from memchat.engine.vectors import EmbeddingProgress
     from memchat.settings import Settings
 
-#: Told how filling in a store's missing vectors goes, with an EmbeddingProgress
-#: (``.done``, ``.total``, ``.percent``, ``.message()``).
-Progress = Callable[["EmbeddingProgress"], object]
+#: Told how opening the store goes: filling in missing vectors (an EmbeddingProgress)
+#: or building a keyword index (an IndexingProgress); both have ``.done``, ``.total``,
+#: ``.percent`` and ``.message()``.
+Progress = ProgressCallback
 
 
 def create_model(settings: Settings) -> ChatModel:

@@ -103,7 +103,8 @@ def normalize_memory(memory: Memory) -> Memory:
 
 def build_memory(text: str, topics: Iterable[str] | None, metadata: Metadata | None) -> Memory:
     """The add path (``ApplyMetadata``): supplied metadata replaces every field."""
-    kind, event_time, participants, location = "", None, (), ""
+    kind, event_time, location = "", None, ""
+    participants: tuple[str, ...] = ()
     if metadata is not None:
         kind = metadata.kind or ""
         event_time = metadata.event_time

@@ -35,7 +35,7 @@ from .model import (
 )
 from .retrieval import Retrieval
 from .validation import MAX_KIND_LENGTH, MAX_LOCATION_LENGTH, MAX_TOPIC_LENGTH, MAX_TOPICS
-from .vectors import NO_EMBEDDER, EmbeddingProgress, ProgressCallback, prepare_vectors
+from .vectors import NO_EMBEDDER, EmbeddingProgress, ProgressCallback, _NoEmbedder, prepare_vectors
 
 __all__ = [
     "DEFAULT_MAX_TEXT_LENGTH",
@@ -107,7 +107,7 @@ class MemoryService(Retrieval):
         tool_settings: ToolSettings | None = None,
         auto_mode: bool = False,
         clock: Callable[[], datetime] | None = None,
-        embedder: Embedder | Literal[False] | None = None,
+        embedder: Embedder | _NoEmbedder | Literal[False] | None = None,
         extractor: Extractor | None = None,
         auto_memory: AutoMemoryConfig | None = None,
         search_mode: str = SEARCH_HYBRID,
@@ -140,8 +140,11 @@ class MemoryService(Retrieval):
         #: Turns memory text and queries into vectors. None → the offline
         #: default, created on first use; ``NO_EMBEDDER`` (or False) → none:
         #: keyword search only, nothing embedded, no model loaded.
-        self._keyword_only = embedder is False or embedder is NO_EMBEDDER
-        self._embedder: Embedder | None = None if self._keyword_only else embedder  # type: ignore[assignment]
+        if embedder is False or isinstance(embedder, _NoEmbedder):
+            embedder, self._keyword_only = None, True
+        else:
+            self._keyword_only = False
+        self._embedder: Embedder | None = embedder
         #: Told how filling in missing vectors at ``open`` goes (an
         #: ``EmbeddingProgress`` per batch; a plain or async callable).
         self.progress = progress

@@ -137,7 +137,7 @@ class IndexingProgress(_DoneOfTotal):
 
 #: Called with each EmbeddingProgress or IndexingProgress (same shape); may be a
 #: coroutine function.
-ProgressCallback = Callable[[EmbeddingProgress | IndexingProgress], Any]
+ProgressCallback = Callable[[EmbeddingProgress | IndexingProgress], object]
 
 
 def embedder_identity(embedder: Any) -> str:

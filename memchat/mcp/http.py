@@ -21,6 +21,7 @@ from typing import Any
 
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
+from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
 
 from memchat.engine.model import ConfigError
@@ -87,7 +88,7 @@ def build_app(mcp: MemoryMCP, tokens: TokenStore, *, host: str, port: int) -> St
         host=host,  # loopback turns on the SDK's DNS-rebinding protection (Host/Origin checks)
         # The SDK's bearer check is configured through its OAuth settings; memchat
         # issues its own tokens, so the issuer is the server itself.
-        auth=AuthSettings(issuer_url=base, resource_server_url=None),
+        auth=AuthSettings(issuer_url=AnyHttpUrl(base), resource_server_url=None),
         token_verifier=TokenStoreVerifier(tokens),
     )
 
