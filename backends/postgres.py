@@ -25,7 +25,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 import psycopg
@@ -208,14 +208,8 @@ def resolve_target(
     dsn: str | None, env: Mapping[str, str], prefix: str = "PG", env_dsn: str = ENV_DSN
 ) -> PostgresTarget:
     """``dsn`` > ``$POSTGRES_DSN`` > ``$PG_HOST`` … > defaults."""
-    return resolve_server_target(
-        dsn,
-        env,
-        env_dsn=env_dsn,
-        dsn_label="the PostgreSQL DSN",
-        parse=parse_dsn,
-        from_env=lambda values: target_from_env(values, prefix),
-    )
+    from_env = partial(target_from_env, prefix=prefix)
+    return resolve_server_target(dsn, env, env_dsn, "the PostgreSQL DSN", parse_dsn, from_env)
 
 
 def _sqlstate(exc: BaseException) -> str | None:
