@@ -17,7 +17,6 @@ Target = TypeVar("Target")
 def resolve_target(
     dsn: str | None,
     env: Mapping[str, str],
-    *,
     env_dsn: str,
     dsn_label: str,
     parse: Callable[[str, str], Target],

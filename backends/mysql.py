@@ -30,6 +30,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -269,14 +270,8 @@ def resolve_target(
     dsn: str | None, env: Mapping[str, str], prefix: str = "MYSQL", env_dsn: str = ENV_DSN
 ) -> MySQLTarget:
     """``dsn`` > ``$MYSQL_DSN`` > ``$MYSQL_HOST`` … > defaults."""
-    return resolve_server_target(
-        dsn,
-        env,
-        env_dsn=env_dsn,
-        dsn_label="the MySQL DSN",
-        parse=parse_dsn,
-        from_env=lambda values: target_from_env(values, prefix),
-    )
+    from_env = partial(target_from_env, prefix=prefix)
+    return resolve_server_target(dsn, env, env_dsn, "the MySQL DSN", parse_dsn, from_env)
 
 
 def lock_table_name(table: str) -> str:

@@ -25,7 +25,7 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 import psycopg
@@ -150,13 +150,13 @@ def parse_dsn(dsn: str, source: str = ENV_DSN) -> PostgresTarget:
     try:
         params = conninfo_to_dict(text)
     except psycopg.ProgrammingError as exc:
-        raise ConfigError(_conninfo_problem(str(exc), source)) from None
+        raise ConfigError(_conninfo_problem(str(exc), text, source)) from None
     return _check({k: str(v) for k, v in params.items() if v is not None}, source)
 
 
-def _conninfo_problem(reason: str, source: str) -> str:
-    """One sentence for libpq's complaint about a DSN, naming only an option's
-    name (never a value: it may be the password)."""
+def _conninfo_problem(reason: str, text: str, source: str) -> str:
+    """One sentence for libpq's complaint (``reason``) about the DSN ``text``,
+    naming only an option's name: libpq's own words may quote a value, the password too."""
     option = re.search(
         r'(?:invalid connection option|invalid URI query parameter:) "([A-Za-z0-9_]+)"', reason
     )
@@ -167,12 +167,12 @@ def _conninfo_problem(reason: str, source: str) -> str:
         )
     if "unterminated quoted string" in reason:
         return f"{source} has an unterminated quoted value: close the quote (password='a b')"
-    if 'missing "="' in reason:
+    if 'missing "="' in reason and "=" not in text:
         return (
             f"{source} is neither a postgres:// URL nor a libpq string "
             "(host=… port=… dbname=… user=… password=… sslmode=…)"
         )
-    if "invalid connection option" in reason:
+    if 'missing "="' in reason or "invalid connection option" in reason:
         return (
             f"{source} is not a valid libpq string: expected key=value "
             "(quote values with spaces: password='a b')"
@@ -208,14 +208,8 @@ def resolve_target(
     dsn: str | None, env: Mapping[str, str], prefix: str = "PG", env_dsn: str = ENV_DSN
 ) -> PostgresTarget:
     """``dsn`` > ``$POSTGRES_DSN`` > ``$PG_HOST`` … > defaults."""
-    return resolve_server_target(
-        dsn,
-        env,
-        env_dsn=env_dsn,
-        dsn_label="the PostgreSQL DSN",
-        parse=parse_dsn,
-        from_env=lambda values: target_from_env(values, prefix),
-    )
+    from_env = partial(target_from_env, prefix=prefix)
+    return resolve_server_target(dsn, env, env_dsn, "the PostgreSQL DSN", parse_dsn, from_env)
 
 
 def _sqlstate(exc: BaseException) -> str | None:

@@ -16,11 +16,18 @@ cheap signature of the user's rows with a vector (count, sum and max of
 search. A table made before vectors existed gets the column on open (ALTER
 TABLE … ADD COLUMN, under the same lock that serialises table creation).
 Stores with a native vector index (sqlitevec, pgvector, mysqlvec on a server
-with a vector type) replace this part.
+with a vector type) replace this part: a vector column of their own type
+(``_embedding_value``), or an index beside the table kept through the one
+vector hook ``write_vector``, which every write section calls on its connection.
 
 ``memchat_meta(name, value)`` holds small per-table records (the embedder that
 made the stored vectors: ``read_meta`` / ``write_meta``), keyed
 ``<table>:<name>``.
+
+The parts: ``_sql_schema`` (tables and identifier rules), ``_sql_calls``
+(timeouts, retries, error sentences), ``_sql_tables`` (rows and the dialect
+hooks), ``_sql_transaction`` (the write section), this module (the Store
+operations), ``_sql_server`` (the client/server stores' shared base).
 """
 
 from __future__ import annotations

@@ -135,6 +135,10 @@ def test_postgres_dsn_spellings(dsn: str, expected: dict[str, str]) -> None:
         ("postgresql://u:pw@h/d?nonsense=1", "unknown option 'nonsense'"),
         ("postgresql://u:pw@h:54x/d", "invalid port"),
         ("host=h port=0 password=pw", "invalid port"),
+        # libpq's own message would quote the password here.
+        ("postgresql://u:pw%zz@h/d", "not a valid PostgreSQL DSN"),
+        ("postgresql://u:pw x@h/d", "not a valid PostgreSQL DSN"),
+        ("host=h password=pw stray", "expected key=value"),
     ],
 )
 def test_a_malformed_postgres_dsn_is_a_config_error_without_the_password(dsn: str, problem: str) -> None:
