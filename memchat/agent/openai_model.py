@@ -13,13 +13,19 @@ import asyncio
 import email.utils
 import os
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from memchat.agent.llm import ModelConfig, ModelError, ModelEvent, ModelReply, TextChunk, ToolCall, Usage
-from memchat.engine.secrets import redact, redact_keys
+from memchat.engine.openai_errors import (
+    RETRYABLE_STATUSES,
+    OpenAIEndpoint,
+    describe_openai_error,
+    host_of,
+    public_url,
+)
+from memchat.engine.secrets import redact
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; openai is imported lazily
     from openai import AsyncOpenAI
@@ -29,36 +35,15 @@ __all__ = ["OpenAIChatModel", "describe_endpoint"]
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 #: Sent when no key is configured, so keyless local servers (Ollama, vLLM) work.
 _NO_KEY = "not-set"
-#: Status codes worth another try (the same set the SDK retries).
-_RETRYABLE = frozenset({408, 409, 429})
-#: Anything that looks like a secret key in server text (``sk-...``, ``sk-proj-...``, masked forms).
 
 
 def _resolve_base_url(config: ModelConfig) -> str:
     return (config.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
 
 
-def _public_url(url: str) -> str:
-    """``url`` without credentials, query or fragment."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    if not parts.scheme:
-        return url.split("?", 1)[0]
-    return f"{parts.scheme}://{host}{parts.path}".rstrip("/")
-
-
-def _host(url: str) -> str:
-    parts = urlsplit(url)
-    if not parts.hostname:
-        return _public_url(url)
-    return f"{parts.hostname}:{parts.port}" if parts.port else parts.hostname
-
-
 def describe_endpoint(config: ModelConfig) -> str:
     """``"model @ host"`` for banners and logs (no key, no credentials in the URL)."""
-    return f"{config.model} @ {_host(_resolve_base_url(config))}"
+    return f"{config.model} @ {host_of(_resolve_base_url(config))}"
 
 
 class OpenAIChatModel:
@@ -164,7 +149,9 @@ class OpenAIChatModel:
             params["stream_options"] = {"include_usage": True}
         return params
 
-    async def _streamed(self, client: AsyncOpenAI, params: dict[str, Any]) -> AsyncIterator[ModelEvent]:
+    async def _streamed(
+        self, client: AsyncOpenAI, params: dict[str, Any]
+    ) -> AsyncGenerator[ModelEvent, None]:
         response = await client.chat.completions.create(**params)
         text: list[str] = []
         calls: dict[int, dict[str, str]] = {}  # by index, in first-seen order
@@ -239,7 +226,7 @@ class OpenAIChatModel:
     @staticmethod
     def _retryable(exc: Any) -> bool:
         status = getattr(exc, "status_code", 0) or 0
-        return status in _RETRYABLE or status >= 500
+        return status in RETRYABLE_STATUSES or status >= 500
 
     def _backoff(self, exc: Any, retries: int) -> float:
         delay = min(self.retry_base_delay * (2**retries), self.retry_max_delay)
@@ -254,49 +241,15 @@ class OpenAIChatModel:
         return ModelError(self._scrub(self._describe(exc, retries, emitted)))
 
     def _describe(self, exc: Exception, retries: int, emitted: bool) -> str:
-        import openai
-
-        host = _host(self.base_url)
-        url = _public_url(self.base_url)
-        after = f" after {retries} {'retry' if retries == 1 else 'retries'}"
-        if isinstance(exc, openai.APITimeoutError):
-            return (
-                f"no answer from {host} within {self.config.timeout:g}s"
-                + (" (the answer stopped mid-way)" if emitted else "")
-                + " — try again, or raise the timeout"
-            )
-        if isinstance(exc, openai.APIConnectionError):
-            if emitted:
-                return f"the connection to {host} broke off mid-answer ({_network_reason(exc)}) — try again"
-            reason = _network_reason(exc)
-            return f"cannot reach {url} ({reason}) — check OPENAI_BASE_URL and that the server is up"
-        if isinstance(exc, openai.APIStatusError):
-            status = exc.status_code
-            if status in (401, 403):
-                if not (self.config.api_key or os.environ.get("OPENAI_API_KEY")):
-                    return f"{host} requires an API key ({status}) and none is set — set OPENAI_API_KEY"
-                return f"the API key was rejected by {host} ({status}) — check OPENAI_API_KEY"
-            if status == 404:
-                return (
-                    f"model '{self.config.model}' not found at {url} — check --model/MEMCHAT_MODEL"
-                    " (and OPENAI_BASE_URL, which usually ends in /v1)"
-                )
-            if status == 429:
-                return f"rate limited (429) by {host}{after} — wait and try again"
-            if status >= 500 or status in _RETRYABLE:
-                detail = _server_detail(exc, self._keys())
-                return (
-                    f"server error {status} from {host}{after}"
-                    + (f" ({detail})" if detail else "")
-                    + " — try again later"
-                )
-            detail = _server_detail(exc, self._keys())
-            return f"{host} rejected the request ({status})" + (f": {detail}" if detail else "")
-        if isinstance(exc, openai.APIError):  # an error event inside the stream
-            detail = _server_detail(exc, self._keys())
-            where = "mid-answer" if emitted else "while answering"
-            return f"{host} reported an error {where}" + (f": {detail}" if detail else "") + " — try again"
-        return f"the call to {host} failed ({type(exc).__name__}) — try again"
+        endpoint = OpenAIEndpoint(
+            server=host_of(self.base_url),
+            url=public_url(self.base_url),
+            model=self.config.model,
+            timeout=self.config.timeout,
+            key_set=bool(self.config.api_key or os.environ.get("OPENAI_API_KEY")),
+            secrets=self._keys(),
+        )
+        return describe_openai_error(exc, endpoint, retries=retries, emitted=emitted)
 
     def _keys(self) -> list[str]:
         return [k for k in (self.config.api_key, os.environ.get("OPENAI_API_KEY")) if k]
@@ -372,49 +325,3 @@ def _retry_after(headers: Any) -> float | None:
             return when.timestamp() - time.time()
     except (TypeError, ValueError, OverflowError):
         return None
-
-
-def _server_detail(exc: Any, secrets: list[str], limit: int = 160) -> str:
-    """The server's own error message from the response body, shortened (never
-    the SDK's wrapper text), with ``secrets`` masked before it is cut."""
-    body = getattr(exc, "body", None)
-    message: Any = None
-    if isinstance(body, Mapping):
-        error = body.get("error", body)
-        message = error.get("message") if isinstance(error, Mapping) else error
-        if message is None and isinstance(error, Mapping):
-            message = body.get("message")
-    elif isinstance(body, str):
-        message = body
-    if not isinstance(message, str):
-        return ""
-    message = redact_keys(" ".join(message.split()), secrets)
-    return message if len(message) <= limit else message[: limit - 1] + "…"
-
-
-def _network_reason(exc: BaseException) -> str:
-    """A short cause for a network failure, from the exception chain."""
-    import socket
-    import ssl
-
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, ConnectionRefusedError):
-            return "connection refused"
-        if isinstance(current, socket.gaierror):
-            return "host name not found"
-        if isinstance(current, ssl.SSLError):
-            return "TLS handshake failed"
-        text = str(current).lower()
-        if "connection refused" in text or "connect call failed" in text:
-            return "connection refused"
-        if "name or service not known" in text or "nodename nor servname" in text or "getaddrinfo" in text:
-            return "host name not found"
-        if "certificate" in text or "ssl" in text:
-            return "TLS handshake failed"
-        if "peer closed" in text or "incomplete" in text or "reset" in text:
-            return "connection closed by the server"
-        current = current.__cause__ or current.__context__
-    return "network error"

@@ -210,8 +210,8 @@ class OfflineModel:
                 return "", [
                     self._call(seed, 1, "memory_add", {"memory": change.new, "topics": change.topics})
                 ]
-            arguments = {"memory_id": old["id"], "memory": change.new, "topics": change.topics}
-            return "", [self._call(seed, 1, "memory_update", arguments)]
+            update = {"memory_id": old["id"], "memory": change.new, "topics": change.topics}
+            return "", [self._call(seed, 1, "memory_update", update)]
         if last_name == "memory_update":
             before = _memory_of(payloads, arguments[-1].get("memory_id")) or "?"
             return say(chinese, "updated", new=last.get("memory", ""), old=before), []

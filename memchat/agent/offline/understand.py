@@ -84,11 +84,11 @@ def _en_fact(clause: str, subject: str) -> tuple[str, list[str]] | None:
         statement = _state(rest)
         base = ["personal"]
     elif lowered[0] == "i've" or lowered[1] in ("have", "has"):
-        rest = " ".join(words[1:] if lowered[0] == "i've" else words[2:])
-        if lowered[0] == "i've" and rest.lower().startswith("been "):
-            statement = "User has " + rest if _ongoing(rest.split()[1:2]) else None
-        elif rest and not r.NOT_POSSESSIONS.match(rest) and lowered[0] != "i've":
-            statement = "User has " + rest
+        had = " ".join(words[1:] if lowered[0] == "i've" else words[2:])
+        if lowered[0] == "i've" and had.lower().startswith("been "):
+            statement = "User has " + had if _ongoing(had.split()[1:2]) else None
+        elif had and not r.NOT_POSSESSIONS.match(had) and lowered[0] != "i've":
+            statement = "User has " + had
     else:
         verb_at = 1
         while verb_at < len(lowered) - 1 and lowered[verb_at] in r.ADVERBS:

@@ -37,15 +37,19 @@ PARTICIPANTS = Texts(
 LOCATION = Text("Where the event took place. Used for episodes.")
 
 
-class _WrittenMemory(ToolArguments):
-    """What memory_add and memory_update share: a text with optional episodic metadata."""
-
-    memory: str
-    topics: list[str] | None
-    memory_kind: str
-    event_time: str
-    participants: list[str] | None
-    location: str
+@dataclass(frozen=True, slots=True)
+class AddArguments(ToolArguments):
+    memory: str = field(
+        metadata=MemoryText(
+            "The memory to store: a concise third-person fact or episode about the user, "
+            "e.g. 'Alice moved to Berlin in March 2024'."
+        ).metadata
+    )
+    topics: list[str] | None = field(metadata=TOPICS.metadata)
+    memory_kind: str = field(metadata=MEMORY_KIND.metadata)
+    event_time: str = field(metadata=EVENT_TIME.metadata)
+    participants: list[str] | None = field(metadata=PARTICIPANTS.metadata)
+    location: str = field(metadata=LOCATION.metadata)
 
     def metadata(self) -> Metadata | None:
         """Episodic metadata, or None when none is given. An unparsable event_time is dropped."""
@@ -62,31 +66,14 @@ class _WrittenMemory(ToolArguments):
 
 
 @dataclass(frozen=True, slots=True)
-class AddArguments(_WrittenMemory):
-    memory: str = field(
-        metadata=MemoryText(
-            "The memory to store: a concise third-person fact or episode about the user, "
-            "e.g. 'Alice moved to Berlin in March 2024'."
-        ).metadata
-    )
-    topics: list[str] | None = field(metadata=TOPICS.metadata)
-    memory_kind: str = field(metadata=MEMORY_KIND.metadata)
-    event_time: str = field(metadata=EVENT_TIME.metadata)
-    participants: list[str] | None = field(metadata=PARTICIPANTS.metadata)
-    location: str = field(metadata=LOCATION.metadata)
+class UpdateArguments(AddArguments):
+    """memory_add's arguments with the id of the memory to replace (named first:
+    a ``MemoryId`` leads the schema and the checks)."""
 
-
-@dataclass(frozen=True, slots=True)
-class UpdateArguments(_WrittenMemory):
     memory_id: str = field(metadata=MemoryId(f"The id of the memory to update, {_FOUND_BY}").metadata)
     memory: str = field(
         metadata=MemoryText("The rewritten memory text that replaces the stored one.").metadata
     )
-    topics: list[str] | None = field(metadata=TOPICS.metadata)
-    memory_kind: str = field(metadata=MEMORY_KIND.metadata)
-    event_time: str = field(metadata=EVENT_TIME.metadata)
-    participants: list[str] | None = field(metadata=PARTICIPANTS.metadata)
-    location: str = field(metadata=LOCATION.metadata)
 
 
 @dataclass(frozen=True, slots=True)

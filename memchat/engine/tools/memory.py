@@ -174,35 +174,31 @@ async def _load(service: Any, args: LoadArguments, key: UserKey) -> dict[str, An
     return {"limit": args.limit, "results": results, "count": len(results)}
 
 
-def new_add_tool(service: Any) -> Tool:
-    return _memory_tool(service, ToolName.ADD, descriptions.ADD_DESCRIPTION, AddArguments, _add)
-
-
-def new_update_tool(service: Any) -> Tool:
-    return _memory_tool(service, ToolName.UPDATE, descriptions.UPDATE_DESCRIPTION, UpdateArguments, _update)
-
-
-def new_delete_tool(service: Any) -> Tool:
-    return _memory_tool(service, ToolName.DELETE, descriptions.DELETE_DESCRIPTION, DeleteArguments, _delete)
-
-
-def new_clear_tool(service: Any) -> Tool:
-    return _memory_tool(service, ToolName.CLEAR, descriptions.CLEAR_DESCRIPTION, ClearArguments, _clear)
-
-
-def new_search_tool(service: Any) -> Tool:
-    return _memory_tool(service, ToolName.SEARCH, descriptions.SEARCH_DESCRIPTION, SearchArguments, _search)
-
-
-def new_load_tool(service: Any) -> Tool:
-    return _memory_tool(service, ToolName.LOAD, descriptions.LOAD_DESCRIPTION, LoadArguments, _load)
-
-
-DEFAULT_CREATORS: dict[str, Callable[[Any], Tool]] = {
-    ToolName.ADD: new_add_tool,
-    ToolName.UPDATE: new_update_tool,
-    ToolName.DELETE: new_delete_tool,
-    ToolName.CLEAR: new_clear_tool,
-    ToolName.SEARCH: new_search_tool,
-    ToolName.LOAD: new_load_tool,
+#: Each tool: what the model reads about it, its arguments and what it does.
+_DEFINITIONS: dict[ToolName, tuple[str, type[Any], Action[Any]]] = {
+    ToolName.ADD: (descriptions.ADD_DESCRIPTION, AddArguments, _add),
+    ToolName.UPDATE: (descriptions.UPDATE_DESCRIPTION, UpdateArguments, _update),
+    ToolName.DELETE: (descriptions.DELETE_DESCRIPTION, DeleteArguments, _delete),
+    ToolName.CLEAR: (descriptions.CLEAR_DESCRIPTION, ClearArguments, _clear),
+    ToolName.SEARCH: (descriptions.SEARCH_DESCRIPTION, SearchArguments, _search),
+    ToolName.LOAD: (descriptions.LOAD_DESCRIPTION, LoadArguments, _load),
 }
+
+
+def _creator(name: ToolName) -> Callable[[Any], Tool]:
+    def create(service: Any) -> Tool:
+        return _memory_tool(service, name, *_DEFINITIONS[name])
+
+    create.__name__ = create.__qualname__ = f"new_{name.removeprefix('memory_')}_tool"
+    create.__doc__ = f"The default {name} tool over ``service``."
+    return create
+
+
+#: Tool name → creator ``service -> Tool`` (what ToolSettings.custom replaces).
+DEFAULT_CREATORS: dict[str, Callable[[Any], Tool]] = {name: _creator(name) for name in ToolName}
+new_add_tool = DEFAULT_CREATORS[ToolName.ADD]
+new_update_tool = DEFAULT_CREATORS[ToolName.UPDATE]
+new_delete_tool = DEFAULT_CREATORS[ToolName.DELETE]
+new_clear_tool = DEFAULT_CREATORS[ToolName.CLEAR]
+new_search_tool = DEFAULT_CREATORS[ToolName.SEARCH]
+new_load_tool = DEFAULT_CREATORS[ToolName.LOAD]

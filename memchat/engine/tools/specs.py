@@ -54,6 +54,9 @@ class Spec:
     #: Listed in the schema's "required" (reading may still be lenient).
     required: bool = False
     json_type: ClassVar[str] = "string"
+    #: Arguments are shown and checked in field order, except that a lower
+    #: rank comes first: the memory a call is about is named before the rest.
+    rank: ClassVar[int] = 1
 
     @property
     def metadata(self) -> dict[str, Spec]:
@@ -197,6 +200,7 @@ class MemoryId(Spec):
     """The id of a stored memory; required, said in the scope's words when missing."""
 
     required: bool = True
+    rank: ClassVar[int] = 0
 
     def read(self, value: Any, name: str, context: CallContext) -> str:
         hint = " (the id returned by memory_search or memory_load)"
@@ -241,7 +245,8 @@ class ToolArguments:
 
     @classmethod
     def _specs(cls) -> list[tuple[str, Spec]]:
-        return [(f.name, f.metadata[_SPEC]) for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+        specs = [(f.name, f.metadata[_SPEC]) for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+        return sorted(specs, key=lambda named: named[1].rank)
 
     @classmethod
     def json_schema(cls) -> dict[str, Any]:
