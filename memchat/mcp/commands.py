@@ -20,7 +20,7 @@ from memchat.engine.model import MemchatError
 from memchat.safe_text import one_line
 from memchat.settings_spec import MCP
 
-mcp_app = typer.Typer(
+mcp_app: typer.Typer = typer.Typer(
     help="Serve your memories to other agents over the Model Context Protocol (stdio, or HTTP with tokens).",
 )
 token_app = typer.Typer(help="Bearer tokens for `memchat mcp --http`.", no_args_is_help=True)

@@ -61,7 +61,7 @@ MAX_SUBSCRIBERS = 1024
 #: Tools after whose success the memories have changed.
 WRITES = frozenset({ADD, UPDATE, DELETE, CLEAR})
 #: MCP's hints about each tool (the model-facing text stays the engine's).
-ANNOTATIONS = {
+ANNOTATIONS: dict[str, types.ToolAnnotations] = {
     ADD: types.ToolAnnotations(title="Add a memory", idempotent_hint=True, open_world_hint=False),
     UPDATE: types.ToolAnnotations(title="Update a memory", destructive_hint=True, open_world_hint=False),
     DELETE: types.ToolAnnotations(title="Delete a memory", destructive_hint=True, open_world_hint=False),

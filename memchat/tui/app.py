@@ -74,6 +74,7 @@ if TYPE_CHECKING:
 
     from memchat.agent.runner import Runner
     from memchat.engine.vectors import EmbeddingProgress as EmbeddingState
+    from memchat.engine.vectors import IndexingProgress as IndexingState
     from memchat.settings import Settings
 
 
@@ -185,7 +186,7 @@ class MemchatApp(SessionActions, MemoryActions, Toggles, App[int]):
     async def _open_default_runner(self, settings: Settings) -> Runner:
         return await open_default_runner(settings, progress=self._embedding_progress)
 
-    def _embedding_progress(self, state: EmbeddingState) -> None:
+    def _embedding_progress(self, state: EmbeddingState | IndexingState) -> None:
         """Filling in missing vectors on open (called in the opening worker, maybe from a thread)."""
         if state.total > 0:
             self.post_message(EmbeddingProgress(state))

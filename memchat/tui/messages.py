@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from memchat.engine.extraction import ExtractionEvent
     from memchat.engine.model import Entry
     from memchat.engine.vectors import EmbeddingProgress as EmbeddingState
+    from memchat.engine.vectors import IndexingProgress as IndexingState
 
 
 class RunnerReady(Message):
@@ -33,7 +34,7 @@ class RunnerFailed(Message):
 class EmbeddingProgress(Message):
     """Opening the backend fills in missing vectors: how far it has got."""
 
-    def __init__(self, state: EmbeddingState) -> None:
+    def __init__(self, state: EmbeddingState | IndexingState) -> None:
         super().__init__()
         self.state = state
 

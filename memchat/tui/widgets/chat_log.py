@@ -62,7 +62,7 @@ class ChatLog(VerticalScroll):
         old = [m for m in live[:extra] if not (isinstance(m, AssistantMessage) and not m.finished)]
         if not old:
             return
-        self.earlier.add([m.transcript() for m in old])
+        self.earlier.add([m.transcript() for m in old if isinstance(m, ChatMessage)])
         await self.remove_children(old)
 
     def last_assistant(self) -> AssistantMessage | None:
