@@ -72,7 +72,12 @@ def test_a_flag_reaches_its_setting(env, monkeypatch) -> None:
 
     seen: list[Settings] = []
     real = cli._settings
-    monkeypatch.setattr(cli, "_settings", lambda **flags: seen.append(real(**flags)) or seen[-1])
+
+    def spy(**flags):
+        seen.append(real(**flags))
+        return seen[-1]
+
+    monkeypatch.setattr(cli, "_settings", spy)
     args = ["--plain", "--model", "offline", "--preload", "3", "--no-streaming", "--search", "Keyword",
             "--extract", "--extract-interval", "2m", "--expose-tool", "memory_add",
             "-u", "alice"]  # fmt: skip
