@@ -43,11 +43,12 @@ class Settings:
     # fmt: off
     memory: str = setting(
         "sqlite",
-        "Storage backend: inmemory, sqlite, sqlitevec, redis, mysql, mysqlvec, postgres, pgvector, chromadb.",
+        "Storage backend: inmemory, sqlite (in the user data folder), sqlitevec, redis, mysql, mysqlvec, "
+        "postgres, pgvector, chromadb.",
         env="MEMCHAT_MEMORY", config=("memory", "backend"), flag="--memory", short="-m", metavar="BACKEND",
         choices=("sqlite", "inmemory", "sqlitevec", "redis", "mysql", "mysqlvec", "postgres", "pgvector",
                  "chromadb"),
-        commands=(CHAT, ASK, MCP), default_text="sqlite, in the user data folder",
+        commands=(CHAT, ASK, MCP),
         note="Every one searches by meaning and keywords; where to connect is set by the backend "
         "variables ([env] below).",
     )
@@ -74,7 +75,7 @@ class Settings:
     soft_delete: bool = setting(
         False, "Keep deleted memories as restorable tombstones (`memchat memory restore` undoes a delete).",
         env="MEMCHAT_SOFT_DELETE", config=("memory", "soft_delete"), flag="--soft-delete/--hard-delete",
-        commands=(CHAT, MCP), default_text="hard (deleted for good)",
+        commands=(CHAT, MCP),
     )
     preload: int = setting(
         0, "Memories put in the system prompt: 0 off, N adaptive, -1 all.",
@@ -145,15 +146,14 @@ class Settings:
         default_text="the chat model",
     )
     extract_every: int = setting(
-        0, "Extract once N new messages are pending (a turn is 2: yours and the answer).",
+        0, "Extract once N new messages are pending (a turn is 2: yours and the answer; 0: every turn).",
         env="MEMCHAT_EXTRACT_EVERY", config=("extraction", "every"), flag="--extract-every", metavar="N",
-        default_text="0, after every turn",
     )
     extract_interval: float = setting(
         0.0, "Extract once this long has passed since the last extraction, e.g. 90s, 3m, 1h "
-        "(with --extract-every: whichever comes first, unless extract_match is all).",
+        "(0: off; with --extract-every: whichever comes first, unless extract_match is all).",
         env="MEMCHAT_EXTRACT_INTERVAL", config=("extraction", "interval"), flag="--extract-interval",
-        metavar="DURATION", duration=True, default_text="0s, off", example="3m",
+        metavar="DURATION", duration=True, example="3m",
     )
     extract_match: str = setting(
         "any", "With both extract_every and extract_interval: any (either) or all (both).",
