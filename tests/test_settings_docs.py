@@ -41,11 +41,13 @@ def test_declared_choices_are_the_engines() -> None:
     from memchat.engine.embedding import EMBEDDER_CHOICES
     from memchat.engine.extraction import POLICIES
     from memchat.engine.model import SEARCH_MODES
+    from memchat.engine.tools import ALL_TOOLS
 
     assert set(SPECS["memory"].choices) == set(BACKEND_NAMES)
     assert SPECS["search"].choices == SEARCH_MODES
     assert SPECS["embedder"].choices == EMBEDDER_CHOICES
     assert SPECS["update_policy"].choices == POLICIES
+    assert all(tool in SPECS["enable_tools"].help for tool in ALL_TOOLS)  # --help lists every tool
     for name, spec in SPECS.items():
         if spec.choices:
             assert DEFAULTS[name] in spec.choices, name
