@@ -19,22 +19,19 @@ that are not the defaults.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .settings_sources import BOOLS, find_config, parse_duration, read_config, user_config_path
+from .settings_sources import config_error as _error
 from .settings_spec import ASK, BACKEND_VARIABLES, CHAT, MCP, Spec, cli_help, setting
-
-if TYPE_CHECKING:
-    from memchat.engine.model import ConfigError
 
 __all__ = ["BACKEND_VARIABLES", "CONFIG_KEYS", "ENV_NAMES", "SPECS", "Settings", "parse_duration"]
 
 DEFAULT_MODEL = "deepseek-v4-flash"
 OFFLINE_MODEL = "offline"
-CONFIG_NAME = "memchat.toml"
 _TOOLS_HELP = "memory_add, memory_update, memory_delete, memory_clear, memory_search, memory_load"
 
 
@@ -43,11 +40,12 @@ class Settings:
     # fmt: off
     memory: str = setting(
         "sqlite",
-        "Storage backend: inmemory, sqlite, sqlitevec, redis, mysql, mysqlvec, postgres, pgvector, chromadb.",
+        "Storage backend: inmemory, sqlite (in the user data folder), sqlitevec, redis, mysql, mysqlvec, "
+        "postgres, pgvector, chromadb.",
         env="MEMCHAT_MEMORY", config=("memory", "backend"), flag="--memory", short="-m", metavar="BACKEND",
         choices=("sqlite", "inmemory", "sqlitevec", "redis", "mysql", "mysqlvec", "postgres", "pgvector",
                  "chromadb"),
-        commands=(CHAT, ASK, MCP), default_text="sqlite, in the user data folder",
+        commands=(CHAT, ASK, MCP),
         note="Every one searches by meaning and keywords; where to connect is set by the backend "
         "variables ([env] below).",
     )
@@ -74,7 +72,7 @@ class Settings:
     soft_delete: bool = setting(
         False, "Keep deleted memories as restorable tombstones (`memchat memory restore` undoes a delete).",
         env="MEMCHAT_SOFT_DELETE", config=("memory", "soft_delete"), flag="--soft-delete/--hard-delete",
-        commands=(CHAT, MCP), default_text="hard (deleted for good)",
+        commands=(CHAT, MCP),
     )
     preload: int = setting(
         0, "Memories put in the system prompt: 0 off, N adaptive, -1 all.",
@@ -145,15 +143,14 @@ class Settings:
         default_text="the chat model",
     )
     extract_every: int = setting(
-        0, "Extract once N new messages are pending (a turn is 2: yours and the answer).",
+        0, "Extract once N new messages are pending (a turn is 2: yours and the answer; 0: every turn).",
         env="MEMCHAT_EXTRACT_EVERY", config=("extraction", "every"), flag="--extract-every", metavar="N",
-        default_text="0, after every turn",
     )
     extract_interval: float = setting(
         0.0, "Extract once this long has passed since the last extraction, e.g. 90s, 3m, 1h "
-        "(with --extract-every: whichever comes first, unless extract_match is all).",
+        "(0: off; with --extract-every: whichever comes first, unless extract_match is all).",
         env="MEMCHAT_EXTRACT_INTERVAL", config=("extraction", "interval"), flag="--extract-interval",
-        metavar="DURATION", duration=True, default_text="0s, off", example="3m",
+        metavar="DURATION", duration=True, example="3m",
     )
     extract_match: str = setting(
         "any", "With both extract_every and extract_interval: any (either) or all (both).",
@@ -271,8 +268,8 @@ class Settings:
         values: dict[str, Any] = {}
         sources: dict[str, str] = {}
 
-        config_path = Path(config_file) if config_file else _find_config(cwd, environ)
-        config = _read_config(config_path)
+        config_path = Path(config_file) if config_file else find_config(cwd, environ)
+        config = read_config(config_path)
         merged_env: dict[str, str] = {k: str(v) for k, v in (config.get("env") or {}).items()}
         for (section, key), name in CONFIG_KEYS.items():
             if key in (config.get(section) or {}):
@@ -299,7 +296,7 @@ class Settings:
         if "embedder" not in values and merged_env.get("OPENAI_EMBEDDING_MODEL", "").strip():
             # The reference's way to pick a remote embedding model: it implies openai unless chosen.
             values["embedder"], sources["embedder"] = "openai", "environment OPENAI_EMBEDDING_MODEL"
-        preferences = config_path or _user_config_path()
+        preferences = config_path or user_config_path()
         settings = cls(**{k: _coerce(k, v) for k, v in values.items()}, env=merged_env, sources=sources,
                        preferences_file=str(preferences or ""))  # fmt: skip
         return settings.validated()
@@ -456,13 +453,6 @@ CASELESS = {"search", "embedder", "tool_panels"}
 EXACT_STRINGS = {"user", "app"}
 
 
-def _error(message: str) -> ConfigError:
-    """A ConfigError (the engine's model is imported only when there is one to raise)."""
-    from memchat.engine.model import ConfigError
-
-    return ConfigError(message)
-
-
 def _check_identity(name: str, value: str, origin: str, flag: str) -> None:
     """The engine's rule for a user id or app name (no control characters, at
     most 255 characters), said with where the value came from."""
@@ -480,43 +470,6 @@ def _check_identity(name: str, value: str, origin: str, flag: str) -> None:
         raise _error(f"{where} is not usable: {exc}") from None
 
 
-def _find_config(cwd: Path, environ: Mapping[str, str]) -> Path | None:
-    explicit = environ.get("MEMCHAT_CONFIG")
-    if explicit:
-        path = Path(explicit)
-        if not path.is_file():
-            raise _error(f"MEMCHAT_CONFIG points to {path}, which does not exist")
-        return path
-    candidates = [cwd / CONFIG_NAME]
-    user = _user_config_path()
-    if user is not None:
-        candidates.append(user)
-    return next((p for p in candidates if p.is_file()), None)
-
-
-def _user_config_path() -> Path | None:
-    """``~/.config/memchat/memchat.toml`` on Linux (the platform's user config folder)."""
-    try:
-        from platformdirs import user_config_path
-
-        return user_config_path("memchat", appauthor=False) / CONFIG_NAME
-    except Exception:  # platformdirs missing is not fatal: the local file still counts
-        return None
-
-
-def _read_config(path: Path | None) -> dict[str, Any]:
-    if path is None:
-        return {}
-    import tomllib
-
-    try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise _error(f"{path} is not valid TOML ({exc}): fix or remove it") from exc
-    except OSError as exc:
-        raise _error(f"cannot read {path}: {exc.strerror}") from exc
-
-
 def _apply_env(values: dict[str, Any], sources: dict[str, str], env: Mapping[str, str], origin: str) -> None:
     for name, variable in ENV_NAMES.items():
         if env.get(variable, "") != "":
@@ -528,37 +481,6 @@ def _apply_env(values: dict[str, Any], sources: dict[str, str], env: Mapping[str
         sources["model"] = f"{origin} MODEL_NAME"
 
 
-_BOOLS = {
-    "1": True,
-    "true": True,
-    "yes": True,
-    "on": True,
-    "0": False,
-    "false": False,
-    "no": False,
-    "off": False,
-}
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h)")
-
-
-def parse_duration(value: Any, label: str = "duration") -> float:
-    """Seconds from 90, 1.5, "90", "90s", "3m", "1h30m" or "500ms"."""
-    if isinstance(value, bool):
-        raise _error(f"{label} must be a duration such as 90s, 3m or 1h, not {value!r}")
-    if isinstance(value, (int, float)):
-        return float(value)
-    text = str(value).strip().lower().replace(" ", "")
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    parts = _DURATION_PART.findall(text)
-    if not text or "".join(n + u for n, u in parts) != text:
-        raise _error(f"{label} must be a duration such as 90s, 3m or 1h, not {value!r}")
-    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-    return sum(float(number) * scale[unit] for number, unit in parts)
-
-
 def _coerce(name: str, value: Any) -> Any:
     """A value from the command line, a variable or the config file, as its declared type."""
     kind, spec = KINDS[name], SPECS[name]
@@ -566,7 +488,7 @@ def _coerce(name: str, value: Any) -> Any:
     if spec.duration:
         return parse_duration(value, label)
     if kind == "bool" and not isinstance(value, bool):
-        parsed = _BOOLS.get(str(value).strip().lower())
+        parsed = BOOLS.get(str(value).strip().lower())
         if parsed is None:
             raise _error(f"{label} must be true or false, not {value!r}")
         return parsed

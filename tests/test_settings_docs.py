@@ -41,11 +41,13 @@ def test_declared_choices_are_the_engines() -> None:
     from memchat.engine.embedding import EMBEDDER_CHOICES
     from memchat.engine.extraction import POLICIES
     from memchat.engine.model import SEARCH_MODES
+    from memchat.engine.tools import ALL_TOOLS
 
     assert set(SPECS["memory"].choices) == set(BACKEND_NAMES)
     assert SPECS["search"].choices == SEARCH_MODES
     assert SPECS["embedder"].choices == EMBEDDER_CHOICES
     assert SPECS["update_policy"].choices == POLICIES
+    assert all(tool in SPECS["enable_tools"].help for tool in ALL_TOOLS)  # --help lists every tool
     for name, spec in SPECS.items():
         if spec.choices:
             assert DEFAULTS[name] in spec.choices, name
@@ -72,7 +74,12 @@ def test_a_flag_reaches_its_setting(env, monkeypatch) -> None:
 
     seen: list[Settings] = []
     real = cli._settings
-    monkeypatch.setattr(cli, "_settings", lambda **flags: seen.append(real(**flags)) or seen[-1])
+
+    def spy(**flags):
+        seen.append(real(**flags))
+        return seen[-1]
+
+    monkeypatch.setattr(cli, "_settings", spy)
     args = ["--plain", "--model", "offline", "--preload", "3", "--no-streaming", "--search", "Keyword",
             "--extract", "--extract-interval", "2m", "--expose-tool", "memory_add",
             "-u", "alice"]  # fmt: skip
