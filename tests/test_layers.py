@@ -53,3 +53,20 @@ def test_backends_base_is_the_engine_protocol() -> None:
 
     for name in ("Store", "Transaction", "VectorStore", "Capabilities"):
         assert getattr(backends.base, name) is getattr(memchat.engine.store, name)
+
+
+def test_the_layer_contract_names_every_cli_module() -> None:
+    """import-linter has no wildcard for ``memchat.cli*``: a new CLI module must be
+    added to the contract by name, or the engine could import it unnoticed."""
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    config = tomllib.loads((root / "pyproject.toml").read_text())
+    contract = next(
+        c for c in config["tool"]["importlinter"]["contracts"] if c["id"] == "engine-backends-below-the-app"
+    )
+    cli_modules = {f"memchat.{p.stem}" for p in (root / "memchat").glob("cli*.py")}
+    assert cli_modules <= set(contract["forbidden_modules"]), sorted(
+        cli_modules - set(contract["forbidden_modules"])
+    )
