@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from textual import work
 from textual.content import Content
 
-from memchat.agent.events import TurnStats
 from memchat.agent.llm import ToolCall
 from memchat.safe_text import one_line, printable
 
@@ -57,6 +56,8 @@ def turn_transcript(turn: Sequence[SessionRecord]) -> str:
 
 async def show_turn(chat_log: ChatLog, turn: Sequence[SessionRecord]) -> None:
     """One saved turn as live messages: the user's, then the answer with its tool panels and stats."""
+    from memchat.agent.events import TurnStats  # the engine's extraction types: after the first frame
+
     view: AssistantMessage | None = None
     calls: dict[str, ToolCall] = {}
     stopped = False

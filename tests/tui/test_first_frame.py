@@ -19,7 +19,11 @@ from memchat.tui import services
 from memchat.tui.app import MemchatApp
 from memchat.tui.services import HEAVY_MODULES
 
-WATCHED = HEAVY_MODULES + ("aiosqlite", "memchat.agent.openai_model", "backends.sqlite")
+WATCHED = HEAVY_MODULES + (
+    "aiosqlite", "memchat.agent.openai_model", "backends.sqlite",
+    # The engine's search and extraction (and numpy under them) load with the runner.
+    "numpy", "memchat.engine.service", "memchat.engine.search", "memchat.engine.extraction",
+)  # fmt: skip
 seen = {}
 
 def loaded():
