@@ -169,7 +169,7 @@ class Runner:
         if isinstance(model, MemoryModeAware):
             # Auto mode: the agent is shown only the reading tools; memories are
             # written in the background (by the extractor, when there is one).
-            model.set_background_memory(bool(getattr(service, "auto_mode", False)))
+            model.set_background_memory(service.auto_mode)
         self._sessions = session_clock or SessionClock()
         self.session_id = self._sessions.new_id()
         self.history: list[Message] = []

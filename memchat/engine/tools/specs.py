@@ -272,8 +272,8 @@ class MemoryText(Spec):
 
 class ToolArguments:
     """Base of a tool's argument dataclass: the schema and the reading both
-    come from the fields, in their declared order (which is also the order
-    problems are reported in)."""
+    come from the fields, in their declared order (a ``MemoryId`` first),
+    which is also the order problems are reported in."""
 
     @classmethod
     def _specs(cls) -> list[tuple[str, Spec]]:
