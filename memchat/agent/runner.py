@@ -204,10 +204,10 @@ class Runner:
             state = self.service.enqueue_auto_memory_job(
                 self.key, self.session_id, list(self.history), force=force
             )
+            return JobState(state)
         except Exception:  # extraction is best effort: never cost the user the turn
             log.warning("could not hand the turn to the memory extractor", exc_info=True)
             return JobState.FAILED
-        return JobState(state)
 
     def flush_extraction(self) -> JobState:
         """Extract what is still pending in this conversation, whatever the checkers say

@@ -37,7 +37,7 @@ PARTICIPANTS = Texts(
 LOCATION = Text("Where the event took place. Used for episodes.")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(repr=False, eq=False)
 class AddArguments(ToolArguments):
     memory: str = field(
         metadata=MemoryText(
@@ -65,7 +65,7 @@ class AddArguments(ToolArguments):
         return None if metadata.is_empty() else metadata
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(repr=False, eq=False)
 class UpdateArguments(AddArguments):
     """memory_add's arguments with the id of the memory to replace (named first:
     a ``MemoryId`` leads the schema and the checks)."""
@@ -76,12 +76,12 @@ class UpdateArguments(AddArguments):
     )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(repr=False, eq=False)
 class DeleteArguments(ToolArguments):
     memory_id: str = field(metadata=MemoryId(f"The id of the memory to delete, {_FOUND_BY}").metadata)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(repr=False, eq=False)
 class ClearArguments(ToolArguments):
     reason: Any = field(metadata=Note("Optional reason for clearing all memories.").metadata)
 
@@ -89,7 +89,7 @@ class ClearArguments(ToolArguments):
 _ALWAYS_MATCH = "Memories without an event_time always match."
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(repr=False, eq=False)
 class SearchArguments(ToolArguments):
     # Required in the schema, yet a missing or blank query just finds nothing.
     query: str = field(
@@ -125,7 +125,7 @@ class SearchArguments(ToolArguments):
     )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(repr=False, eq=False)
 class LoadArguments(ToolArguments):
     limit: int = field(
         metadata=Count(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
 from ..model import KIND_EPISODE, KIND_FACT, UserKey
@@ -25,16 +24,18 @@ MAX_ITEM_LENGTH = 100
 MAX_FIELD_LENGTH = 1_000
 
 
-@dataclass(frozen=True, slots=True)
 class CallContext:
     """Who is calling which tool: what the error sentences name."""
 
-    tool: str
-    #: The tool's short name in sentences: "memory add tool: ...".
-    label: str
-    key: UserKey
-    #: The longest memory text (and search query) the service accepts.
-    text_limit: int
+    __slots__ = ("key", "label", "text_limit", "tool")
+
+    def __init__(self, tool: str, label: str, key: UserKey, text_limit: int) -> None:
+        self.tool = tool
+        #: The tool's short name in sentences: "memory add tool: ...".
+        self.label = label
+        self.key = key
+        #: The longest memory text (and search query) the service accepts.
+        self.text_limit = text_limit
 
 
 def invalid(context: CallContext, message: str) -> ToolError:
@@ -45,18 +46,26 @@ def invalid(context: CallContext, message: str) -> ToolError:
 _SPEC = "memchat.tool_argument"
 
 
-@dataclass(frozen=True, slots=True)
 class Spec:
     """One argument: its description, whether the schema lists it as required,
-    and (in subclasses) its JSON type and how a value is read."""
+    and (in subclasses) its JSON type and how a value is read.
 
-    description: str
-    #: Listed in the schema's "required" (reading may still be lenient).
-    required: bool = False
+    Plain classes rather than dataclasses: they load in a fraction of the
+    time, and the chat's first frame waits for the tools."""
+
+    __slots__ = ("description", "required")
     json_type: ClassVar[str] = "string"
     #: Arguments are shown and checked in field order, except that a lower
     #: rank comes first: the memory a call is about is named before the rest.
     rank: ClassVar[int] = 1
+
+    def __init__(self, description: str, *, required: bool = False) -> None:
+        self.description = description
+        #: Listed in the schema's "required" (reading may still be lenient).
+        self.required = required
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.description!r})"
 
     @property
     def metadata(self) -> dict[str, Spec]:
@@ -70,14 +79,24 @@ class Spec:
         raise NotImplementedError
 
 
-@dataclass(frozen=True, slots=True)
 class Text(Spec):
     """An optional string; missing or null gives ""."""
 
-    #: Longest accepted value; None: the service's memory text limit.
-    limit: int | None = MAX_FIELD_LENGTH
-    #: Said after "must be a string" when the value is not one.
-    hint: str = ""
+    __slots__ = ("hint", "limit")
+
+    def __init__(
+        self,
+        description: str,
+        *,
+        required: bool = False,
+        limit: int | None = MAX_FIELD_LENGTH,
+        hint: str = "",
+    ) -> None:
+        super().__init__(description, required=required)
+        #: Longest accepted value; None: the service's memory text limit.
+        self.limit = limit
+        #: Said after "must be a string" when the value is not one.
+        self.hint = hint
 
     def read(self, value: Any, name: str, context: CallContext) -> str:
         if value is None:
@@ -90,18 +109,20 @@ class Text(Spec):
         return value
 
 
-@dataclass(frozen=True, slots=True)
 class Note(Spec):
     """Informational only (a reason given for an action): shown in the schema,
     deliberately not validated."""
+
+    __slots__ = ()
 
     def read(self, value: Any, name: str, context: CallContext) -> Any:
         return value
 
 
-@dataclass(frozen=True, slots=True)
 class Kind(Spec):
-    """ "fact" or "episode" (case-insensitive); "" when missing."""
+    """Either "fact" or "episode" (case-insensitive); "" when missing."""
+
+    __slots__ = ()
 
     def schema(self) -> dict[str, Any]:
         return {"type": "string", "enum": list(KINDS), "description": self.description}
@@ -114,12 +135,15 @@ class Kind(Spec):
         return kind
 
 
-@dataclass(frozen=True, slots=True)
 class Texts(Spec):
     """An optional array of short strings; a single string is taken as a one-item list."""
 
-    #: Shown in the error sentence, e.g. '["Alice", "Bob"]'.
-    example: str = ""
+    __slots__ = ("example",)
+
+    def __init__(self, description: str, *, example: str) -> None:
+        super().__init__(description)
+        #: Shown in the error sentence, e.g. '["Alice", "Bob"]'.
+        self.example = example
 
     def schema(self) -> dict[str, Any]:
         return {"type": "array", "items": {"type": "string"}, "description": self.description}
@@ -145,9 +169,10 @@ class Texts(Spec):
         return list(value)
 
 
-@dataclass(frozen=True, slots=True)
 class Flag(Spec):
     """An optional boolean (also "true"/"false" as text); missing is false."""
+
+    __slots__ = ()
 
     json_type: ClassVar[str] = "boolean"
 
@@ -161,14 +186,17 @@ class Flag(Spec):
         raise invalid(context, f'"{name}" must be true or false, got {json_type(value)}')
 
 
-@dataclass(frozen=True, slots=True)
 class Count(Spec):
     """An optional positive integer (also as text) with a default and a cap:
     missing, zero or negative gives the default; more than the cap gives the cap."""
 
-    default: int = 10
-    maximum: int = 100
+    __slots__ = ("default", "maximum")
     json_type: ClassVar[str] = "integer"
+
+    def __init__(self, description: str, *, default: int, maximum: int) -> None:
+        super().__init__(description)
+        self.default = default
+        self.maximum = maximum
 
     def schema(self) -> dict[str, Any]:
         description = f"{self.description} (default {self.default}, at most {self.maximum})."
@@ -195,12 +223,14 @@ class Count(Spec):
         raise invalid(context, f'"{name}" must be an integer such as {self.default}, got {value!r:.40}')
 
 
-@dataclass(frozen=True, slots=True)
 class MemoryId(Spec):
     """The id of a stored memory; required, said in the scope's words when missing."""
 
-    required: bool = True
+    __slots__ = ()
     rank: ClassVar[int] = 0
+
+    def __init__(self, description: str) -> None:
+        super().__init__(description, required=True)
 
     def read(self, value: Any, name: str, context: CallContext) -> str:
         hint = " (the id returned by memory_search or memory_load)"
@@ -213,11 +243,13 @@ class MemoryId(Spec):
         return memory_id
 
 
-@dataclass(frozen=True, slots=True)
 class MemoryText(Spec):
     """The text of a memory: required, at most the service's text limit."""
 
-    required: bool = True
+    __slots__ = ()
+
+    def __init__(self, description: str) -> None:
+        super().__init__(description, required=True)
 
     def read(self, value: Any, name: str, context: CallContext) -> str:
         if value is not None and not isinstance(value, str):
@@ -240,8 +272,8 @@ class MemoryText(Spec):
 
 class ToolArguments:
     """Base of a tool's argument dataclass: the schema and the reading both
-    come from the fields, in their declared order (which is also the order
-    problems are reported in)."""
+    come from the fields, in their declared order (a ``MemoryId`` first),
+    which is also the order problems are reported in."""
 
     @classmethod
     def _specs(cls) -> list[tuple[str, Spec]]:
