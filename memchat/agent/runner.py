@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from memchat.engine import MemoryService, UserKey
 from memchat.engine.extraction.types import JobState
 from memchat.engine.preload import build_preload_block, merge_into_system, select_preload
-from memchat.engine.tools import Tool, ToolResult, unknown_tool_result
+from memchat.engine.tools import Tool, ToolName, ToolResult, unknown_tool_result
 
 from .events import (
     Event,
@@ -56,6 +56,15 @@ AUTO_SYSTEM_PROMPT = (
     "What the user tells you is remembered automatically in the background after each turn, so you "
     "do not need to store anything yourself. Search your memories when an answer may depend on what "
     "you know about the user. Answer in the user's language."
+)
+#: Added when the agent has no memory_delete tool (its default): the person can still
+#: forget a memory themselves, and a real model should say how instead of only refusing.
+FORGET_YOURSELF_PROMPT = (
+    " You cannot delete memories yourself: the memory_delete tool is not enabled. When the user "
+    "asks you to forget something, say so and tell them how to do it themselves: type /forget "
+    "followed by what to forget (for example: /forget I like Go), or select the memory in the "
+    "memory panel (ctrl+b) and press d; or restart memchat with --enable-tool memory_delete to "
+    "let you do it."
 )
 
 
@@ -165,10 +174,12 @@ class Runner:
         self.streaming = streaming
         self.preload = preload
         self.max_tool_rounds = max(1, max_tool_rounds)
+        self.tools: dict[str, Tool] = {t.name: t for t in service.tools()}
         if system_prompt is None:
             system_prompt = AUTO_SYSTEM_PROMPT if service.extractor else SYSTEM_PROMPT
+            if not service.auto_mode and ToolName.DELETE not in self.tools:
+                system_prompt += FORGET_YOURSELF_PROMPT
         self.system_prompt = system_prompt
-        self.tools: dict[str, Tool] = {t.name: t for t in service.tools()}
         if isinstance(model, MemoryModeAware):
             # Auto mode: the agent is shown only the reading tools; memories are
             # written in the background (by the extractor, when there is one).
@@ -445,6 +456,7 @@ __all__ = [
     "APP_NAME",
     "AUTO_SYSTEM_PROMPT",
     "DEFAULT_USER",
+    "FORGET_YOURSELF_PROMPT",
     "ConversationLog",
     "Runner",
     "SessionClock",

@@ -237,3 +237,24 @@ async def test_tool_errors_stay_valid_json_whatever_the_tool_name_or_reason(serv
         'stopped: "quoted" \\ and\na new line',
     ]
     assert json.loads(json.dumps(runner.history)) == runner.history
+
+
+async def test_without_the_delete_tool_the_model_is_told_how_the_person_forgets() -> None:
+    """memory_delete is off by default: a real model asked to forget must point to
+    /forget and the panel's d, not just refuse; with the tool on it is not told."""
+    from backends import create
+    from memchat.agent.runner import FORGET_YOURSELF_PROMPT, SYSTEM_PROMPT, Runner
+    from memchat.engine import MemoryService
+    from memchat.engine.tools import ToolSettings
+    from tests.agent.scripted_model import ScriptedModel, Step
+
+    default = Runner(ScriptedModel([Step("ok")]), MemoryService(create("inmemory")))
+    assert "memory_delete" not in default.tools
+    assert default.system_prompt == SYSTEM_PROMPT + FORGET_YOURSELF_PROMPT
+    assert "/forget" in default.system_prompt and "press d" in default.system_prompt
+    [event async for event in default.run("forget that I like Go")]
+    assert default.model.requests[0][0]["content"] == default.system_prompt  # what the model reads
+
+    enabled = MemoryService(create("inmemory"), tool_settings=ToolSettings(enabled={"memory_delete": True}))
+    with_tool = Runner(ScriptedModel([Step("ok")]), enabled)
+    assert "memory_delete" in with_tool.tools and with_tool.system_prompt == SYSTEM_PROMPT

@@ -101,7 +101,7 @@ async def test_the_extraction_sees_no_tool_traffic_and_new_session_flushes(chat_
 async def test_agentic_mode_is_unchanged() -> None:
     service = MemoryService(create("inmemory"))
     runner = Runner(FakeModel(), service)
-    assert runner.system_prompt == SYSTEM_PROMPT and not runner.auto_extraction
+    assert runner.system_prompt.startswith(SYSTEM_PROMPT) and not runner.auto_extraction
     assert runner.flush_extraction() == "off" and runner.extraction_pending == 0
     assert await runner.drain_extraction() is True
     remove = runner.add_extraction_listener(print)
