@@ -504,3 +504,38 @@ def test_e5_reads_the_start_of_long_texts(e5: E5Embedder) -> None:
     )
     assert e5.embed_sync([long_text]) == e5.embed_sync([long_text[: embedding.E5_MAX_PASSAGE_CHARS]])
     assert e5.embed_sync([long_text]) != e5.embed_sync([long_text[:100]])
+
+
+async def test_a_repeated_query_gets_the_vector_the_engine_made_for_it(e5: E5Embedder) -> None:
+    """The query cache: the same search again gets exactly the engine's vector (not
+    a near one), a caller changing its copy changes no later answer, and a query
+    longer than the engine reads gets the vector of the part it reads."""
+    e5.forget_queries()
+    question = "Which city does the nurse work in? (cache check)"
+    [first] = await e5.embed_query([question])
+    first[0] += 1.0  # the caller's own list
+    [again] = await e5.embed_query([question])
+    e5.forget_queries()
+    [fresh] = await e5.embed_query([question])
+    assert again == fresh and again[0] != first[0]
+    long_text = "x " * embedding.E5_MAX_QUERY_CHARS
+    [cut] = await e5.embed_query([long_text[: embedding.E5_MAX_QUERY_CHARS]])
+    assert await e5.embed_query([long_text + " and more"]) == [cut]
+
+
+def test_the_query_cache_keeps_the_most_recent_queries(
+    e5: E5Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(embedding.e5, "E5_CACHED_QUERIES", 2)
+    e5.forget_queries()
+    runs: list[str] = []
+    engine = e5._run
+
+    def counting(texts: Sequence[str], query: bool) -> list[list[float]]:
+        runs.extend(texts)
+        return engine(texts, query)
+
+    monkeypatch.setattr(e5, "_run", counting)
+    for text in ("one", "two", "one", "three", "one", "two"):
+        e5.embed_query_sync([text])
+    assert runs == ["one", "two", "three", "two"]  # "two" was the least recently used when "three" came

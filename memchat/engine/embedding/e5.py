@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,6 +37,10 @@ def _available_cpus() -> int:
 #: Characters of a query / a stored text that e5 reads (see E5Embedder._run).
 E5_MAX_QUERY_CHARS = 600
 E5_MAX_PASSAGE_CHARS = 2000
+#: Query vectors kept (1.5 kB each): one chat turn often embeds one text twice (the
+#: preload's search of the user's message, the model's memory_search), and a person
+#: repeats a search (benchmarks/embed_query.py counts it).
+E5_CACHED_QUERIES = 256
 
 
 def _clean(text: Any) -> str:
@@ -49,6 +54,11 @@ def _clean(text: Any) -> str:
     except UnicodeEncodeError:
         text = text.encode("utf-8", "replace").decode("utf-8")
     return text
+
+
+def _query_text(text: Any) -> str:
+    """The part of a query the engine reads (see E5Embedder._run)."""
+    return _clean(text)[:E5_MAX_QUERY_CHARS]
 
 
 class E5Embedder:
@@ -65,6 +75,10 @@ class E5Embedder:
     loop never blocks. The engine uses OpenMP: ``OMP_WAIT_POLICY`` is set to
     PASSIVE (unless already set) before it loads, because spinning worker
     threads on a busy machine turn a 20 ms query into seconds.
+
+    A search's query vector is kept (:data:`E5_CACHED_QUERIES`, least recently
+    used dropped), keyed by the exact text the engine reads: the same question
+    again costs a lookup and gets the same vector.
     """
 
     name = E5_NAME
@@ -78,6 +92,9 @@ class E5Embedder:
         self._run_lock = threading.Lock()
         self._model: Any = None
         self._np: Any = None
+        #: Query vectors by the exact text the engine reads, newest last.
+        self._queries: OrderedDict[str, Any] = OrderedDict()
+        self._queries_lock = threading.Lock()
 
     # -- loading ---------------------------------------------------------
 
@@ -163,8 +180,34 @@ class E5Embedder:
         return self._run(texts, query=False)
 
     def embed_query_sync(self, texts: Sequence[str]) -> list[list[float]]:
-        """Vectors of search queries: e5's "query: " side."""
-        return self._run(texts, query=True)
+        """Vectors of search queries: e5's "query: " side. A search's single query
+        comes from the cache when the engine read the same text before: the vector
+        is the one the engine made for it then (the engine is deterministic)."""
+        if len(texts) != 1:
+            return self._run(texts, query=True)
+        text = _query_text(texts[0])
+        cached = self._cached_query(text)
+        if cached is not None:
+            return [cached]
+        [vector] = self._run([text], query=True)
+        with self._queries_lock:
+            self._queries[text] = self._np.asarray(vector, dtype=self._np.float32)
+            while len(self._queries) > E5_CACHED_QUERIES:
+                self._queries.popitem(last=False)
+        return [vector]
+
+    def _cached_query(self, text: str) -> list[float] | None:
+        with self._queries_lock:
+            vector = self._queries.get(text)
+            if vector is None:
+                return None
+            self._queries.move_to_end(text)
+        return vector.tolist()  # a new list each time: a caller may change its copy
+
+    def forget_queries(self) -> None:
+        """Empty the query cache (a benchmark measures the engine, not the cache)."""
+        with self._queries_lock:
+            self._queries.clear()
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
@@ -174,4 +217,8 @@ class E5Embedder:
     async def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
+        if len(texts) == 1:  # a cached vector needs no worker thread
+            cached = self._cached_query(_query_text(texts[0]))
+            if cached is not None:
+                return [cached]
         return await asyncio.to_thread(self.embed_query_sync, list(texts))
