@@ -26,6 +26,9 @@ Parts (``--parts``, comma-separated):
   reads at most ``E5_MAX_QUERY_CHARS`` of a query.
 * ``batch``: four queries in one engine call against four calls, and whether
   the vectors are the same.
+* ``busy``: queries while the same embedder embeds memories in another thread
+  (a store filling in its vectors, extraction adding memories), by how many
+  memories one engine call takes (``E5_CHUNK``), with the memories' throughput.
 * ``agent``: how often one turn of the chat embeds the same query text twice
   (the preload's search of the user's message, then the model's
   ``memory_search``): the offline model answers the paraphrase benchmark's
@@ -56,6 +59,8 @@ PARAPHRASE = ROOT / "benchmarks" / "data" / "paraphrase.json"
 VARIANTS: dict[str, tuple[int, dict[str, str]]] = {
     "2 threads, passive (today)": (2, {"OMP_WAIT_POLICY": "PASSIVE"}),
     "1 thread": (1, {"OMP_WAIT_POLICY": "PASSIVE"}),
+    "3 threads": (3, {"OMP_WAIT_POLICY": "PASSIVE"}),
+    "4 threads": (4, {"OMP_WAIT_POLICY": "PASSIVE"}),
     "2 threads, spin 20k": (2, {"OMP_WAIT_POLICY": "", "GOMP_SPINCOUNT": "20000"}),
     # libgomp then takes fewer threads when the load average is above the CPU count.
     "2 threads, OMP_DYNAMIC": (2, {"OMP_WAIT_POLICY": "PASSIVE", "OMP_DYNAMIC": "true"}),
@@ -266,6 +271,50 @@ def batch(texts: list[str], samples: int) -> None:
         worker_.close()
 
 
+def busy(texts: list[str], samples: int) -> None:
+    """Queries while the same embedder embeds memories (a store filling in its vectors,
+    extraction adding memories): a query waits for the chunk of memories in the engine."""
+    import threading
+
+    from memchat.engine.embedding import e5 as e5_module
+
+    print("\n## Queries while memories are embedded in the same process (ms)\n")
+    print("| memories per engine call | n | p50 ms | p95 ms | mean ms | max ms | memories/s |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    embedder = e5_module.E5Embedder()
+    embedder.load()
+    loop = asyncio.new_event_loop()
+    passages = [f"{text} — noted on day {i}" for i, text in enumerate(texts)]
+    offset = 0
+    for chunk in (32, 8, 4):
+        e5_module.E5_CHUNK = chunk
+        stop = threading.Event()
+        done = [0]
+
+        def fill(stop: threading.Event = stop, done: list[int] = done) -> None:
+            start = 0
+            while not stop.is_set():
+                embedder.embed_sync(passages[start : start + 64])
+                done[0] += 64
+                start = (start + 64) % (len(passages) - 64)
+
+        filler = threading.Thread(target=fill, daemon=True)
+        began = time.perf_counter()
+        filler.start()
+        values = []
+        for i in range(samples):
+            embedder.forget_queries()
+            start = time.perf_counter()
+            loop.run_until_complete(embedder.embed_query([texts[(offset + i) % len(texts)]]))
+            values.append((time.perf_counter() - start) * 1000)
+        stop.set()
+        filler.join()
+        rate = done[0] / (time.perf_counter() - began)
+        offset += samples
+        print(row(str(chunk), values)[:-1] + f" {rate:.0f} |")
+    e5_module.E5_CHUNK = 32
+
+
 async def agent_flow() -> None:
     """Counts, over real chat turns, the query texts embedded more than once in a turn."""
     from backends.inmemory import InMemoryStore
@@ -336,7 +385,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--worker", type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--parts", default="steady,cold,length,batch,agent")
+    parser.add_argument("--parts", default="steady,cold,length,batch,busy,agent")
     parser.add_argument("--samples", type=int, default=120, help="queries per variant and condition")
     parser.add_argument("--hogs", default="0,1,2", help="CPU hogs beside the steady part, per condition")
     parser.add_argument("--rounds", type=int, default=5, help="fresh processes per variant (cold)")
@@ -355,6 +404,8 @@ def main() -> None:
         length(texts, max(20, args.samples // 3))
     if "batch" in parts:
         batch(texts, max(20, args.samples // 3))
+    if "busy" in parts:
+        busy(texts, max(20, args.samples // 3))
     if "agent" in parts:
         asyncio.run(agent_flow())
 

@@ -11,6 +11,7 @@ import math
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -539,3 +540,42 @@ def test_the_query_cache_keeps_the_most_recent_queries(
     for text in ("one", "two", "one", "three", "one", "two"):
         e5.embed_query_sync([text])
     assert runs == ["one", "two", "three", "two"]  # "two" was the least recently used when "three" came
+
+
+def test_a_search_goes_before_memories_still_waiting_for_the_engine(
+    e5: E5Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search during a long batch of memories (a store filling in its vectors)
+    waits for the engine call under way, not for the rest of the batch."""
+    e5.load()
+    engine = e5._model
+    calls: list[str] = []
+    first_call, release = threading.Event(), threading.Event()
+
+    class Recording:
+        def passage(self, texts: list[str]) -> Any:
+            calls.append("memories")
+            if len(calls) == 1:
+                first_call.set()
+                release.wait(30)
+            return engine.passage(texts)
+
+        def query(self, texts: list[str]) -> Any:
+            calls.append("query")
+            return engine.query(texts)
+
+    monkeypatch.setattr(e5, "_model", Recording())
+    memories = [f"memory number {i}" for i in range(3 * embedding.E5_CHUNK)]
+    filling = threading.Thread(target=e5.embed_sync, args=(memories,))
+    filling.start()
+    assert first_call.wait(30)
+    e5.forget_queries()
+    searching = threading.Thread(target=e5.embed_query_sync, args=(["Where does Alice work?"],))
+    searching.start()
+    deadline = time.monotonic() + 30
+    while not e5._queries_waiting and time.monotonic() < deadline:  # the search waits for the engine
+        time.sleep(0.001)
+    release.set()
+    filling.join(30)
+    searching.join(30)
+    assert calls == ["memories", "query", "memories", "memories"]

