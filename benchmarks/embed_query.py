@@ -39,13 +39,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -232,15 +233,17 @@ def length(texts: list[str], samples: int) -> None:
     worker_ = Worker("2 threads, passive (today)")
     try:
         worker_.ask(["warm up"])
-        for size in (40, 150, 300, 600, 1200):
-            values: list[float] = []
-            for i in range(samples):
-                text, j = "", i
+        sizes = (40, 150, 300, 600, 1200)
+        values: dict[int, list[float]] = {size: [] for size in sizes}
+        for i in range(samples):
+            for size in sizes if i % 2 else sizes[::-1]:  # interleaved: the load hits all alike
+                text, j = "", i + size
                 while len(text) < size:  # distinct texts of about `size` characters
                     text += texts[j % len(texts)] + " "
                     j += 7
-                values.append(worker_.ask([text[:size]])["ms"])
-            print(row(str(size), values))
+                values[size].append(worker_.ask([text[:size]])["ms"])
+        for size in sizes:
+            print(row(str(size), values[size]))
     finally:
         worker_.close()
 
@@ -281,13 +284,31 @@ def busy(texts: list[str], samples: int) -> None:
     print("\n## Queries while memories are embedded in the same process (ms)\n")
     print("| memories per engine call | n | p50 ms | p95 ms | mean ms | max ms | memories/s |")
     print("|---|---:|---:|---:|---:|---:|---:|")
+    chunk_now = e5_module.E5_CHUNK
     embedder = e5_module.E5Embedder()
     embedder.load()
     loop = asyncio.new_event_loop()
     passages = [f"{text} — noted on day {i}" for i, text in enumerate(texts)]
     offset = 0
-    for chunk in (32, 8, 4):
+    plain = threading.Lock()
+
+    @contextlib.contextmanager
+    def first_come(query: bool) -> Iterator[None]:
+        with plain:  # the lock before: whoever takes it first, often the batch again
+            yield
+
+    setups = [
+        ("32, a plain lock (before)", 32, first_come),
+        ("32", 32, None),
+        ("8", 8, None),
+        ("4 (now)", 4, None),
+    ]
+    for label, chunk, turn in setups:
         e5_module.E5_CHUNK = chunk
+        if turn is None:
+            vars(embedder).pop("_engine_turn", None)
+        else:
+            embedder._engine_turn = turn  # type: ignore[method-assign]
         stop = threading.Event()
         done = [0]
 
@@ -311,8 +332,9 @@ def busy(texts: list[str], samples: int) -> None:
         filler.join()
         rate = done[0] / (time.perf_counter() - began)
         offset += samples
-        print(row(str(chunk), values)[:-1] + f" {rate:.0f} |")
-    e5_module.E5_CHUNK = 32
+        print(row(label, values) + f" {rate:.0f} |")
+    e5_module.E5_CHUNK = chunk_now
+    vars(embedder).pop("_engine_turn", None)
 
 
 async def agent_flow() -> None:
