@@ -1,6 +1,6 @@
 """The query's embedding: what one search pays before it reads the store.
 
-    .venv/bin/python benchmarks/embed_query.py                    # everything, ~3 minutes
+    .venv/bin/python benchmarks/embed_query.py                    # everything, ~10 minutes
     .venv/bin/python benchmarks/embed_query.py --samples 150 --parts steady,cold
     .venv/bin/python benchmarks/embed_query.py --parts agent      # repeats in the agent flow
 

