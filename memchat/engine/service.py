@@ -516,7 +516,7 @@ class MemoryService:
             if terms is not None:
                 if depth is None:
                     return await store.indexed_keyword_candidates(key, space, terms)  # type: ignore[attr-defined]
-                planner = KeywordPlanner(query, space, max(KEYWORD_CANDIDATES, depth))
+                planner = KeywordPlanner(query, space, max(KEYWORD_CANDIDATES, depth), depth)
                 found, stats = await store.indexed_keyword_candidates(key, space, terms, planner)  # type: ignore[attr-defined]
                 if stats is not None and stats.rank_cutoff is not None:
                     scorer = keyword.score_entries if space == KEYWORD_SPACE else keyword.lexical_scores
