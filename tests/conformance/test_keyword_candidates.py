@@ -45,14 +45,20 @@ def _python_ranks(entries, query: str, space: str, stats: KeywordStats) -> dict[
     return ranks
 
 
-async def test_the_store_returns_the_best_ranked_holders(make_service) -> None:
+async def _filled(make_service):
+    """The store with TEXTS added, and every memory (None: the store keeps no index)."""
     svc = make_service()
-    store = svc.store
     for text in TEXTS:
         await svc.add(KEY, text, topics=["drinks"] if "tea" in text else None)
-    if not store.capabilities.native_keyword_search:
+    if not svc.store.capabilities.native_keyword_search:
+        return svc.store, None
+    return svc.store, await svc.store.list(KEY)
+
+
+async def test_the_store_returns_the_best_ranked_holders(make_service) -> None:
+    store, everything = await _filled(make_service)
+    if everything is None:
         return  # no keyword index (declared): every memory is a candidate
-    everything = await store.list(KEY)
     for space in (KEYWORD_SPACE, LEXICAL_SPACE):
         for query in QUERIES:
             terms = query_terms(query, space)
@@ -97,13 +103,9 @@ async def test_told_how_many_the_engine_ranks_the_store_returns_only_those_that_
     cannot reach the third best score (its rank is below the third best score's
     floor), so a common term's holders are not all read back and scored; what
     it returns still holds the full scan's best three."""
-    svc = make_service()
-    store = svc.store
-    for text in TEXTS:
-        await svc.add(KEY, text, topics=["drinks"] if "tea" in text else None)
-    if not store.capabilities.native_keyword_search:
+    store, everything = await _filled(make_service)
+    if everything is None:
         return  # no keyword index (declared): every memory is a candidate
-    everything = await store.list(KEY)
     trimmed = 0
     for space in (KEYWORD_SPACE, LEXICAL_SPACE):
         scorer = score_entries if space == KEYWORD_SPACE else lexical_scores
