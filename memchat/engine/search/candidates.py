@@ -229,7 +229,10 @@ class KeywordPlanner:
             avg_topics=max(stats.topic_length / n, 1.0),
             limit=self.limit,
             min_rank=self.min_rank,
-            depth=self.depth,
+            # Keyword search ranks only its best ``depth``; hybrid search fuses every
+            # keyword candidate it gets with the dense ones (one past its re-rank
+            # depth may still reach the fused top), so it keeps all that are ranked.
+            depth=self.depth if self.space == KEYWORD_SPACE else None,
         )
 
     def complete(self, scores: Sequence[float], stats: KeywordStats | None, depth: int) -> bool:
