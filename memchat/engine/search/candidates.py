@@ -21,6 +21,12 @@ the last one returned (the cutoff): when the k-th best exact score among the
 candidates is above it, the top k is exact; otherwise the engine asks again
 for every holder ranked at least that k-th best score
 (:meth:`KeywordPlanner.below`). The ranking so never changes; only the work does.
+
+Told how many of the best keyword search ranks (``depth``), a store returns
+fewer still: only the holders ranked at least the depth-th best *floor* (the
+rank less the phrase bonus, which the score never falls below;
+:meth:`CandidatePlan.settle`), so the engine reads and scores a few more than
+``depth`` memories, not a few hundred.
 """
 
 from __future__ import annotations
