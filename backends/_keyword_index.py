@@ -114,5 +114,10 @@ class UserKeywordIndex:
             threshold = np.partition(ranks[found], len(found) - plan.limit)[len(found) - plan.limit]
             best = found[ranks[found] >= threshold].tolist()
             order = sorted(best, key=lambda s: (-ranks[s], self.ids[s]))[: plan.limit]
-            return [self.ids[s] for s in order], replace(stats, rank_cutoff=float(ranks[order[-1]]))
-        return [self.ids[s] for s in found.tolist()], stats  # type: ignore[misc]
+            cutoff: float | None = float(ranks[order[-1]])
+        else:
+            order, cutoff = found.tolist(), None
+        floors = plan.rank_holders(holders, which, held, counts, len(self.ids), phrase_bonus=False)
+        ranked = [(self.ids[s], float(ranks[s]), float(floors[s])) for s in order]
+        kept, cutoff = plan.settle(ranked, cutoff)
+        return kept, replace(stats, rank_cutoff=cutoff)

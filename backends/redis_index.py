@@ -157,10 +157,12 @@ async def lookup(
     reply = await client.eval(
         _RANK_SCRIPT, len(held), *(keys.term(t) for t in held), *_script_args(plan, held)
     )
-    ids = [i.decode() if isinstance(i, bytes) else str(i) for i in reply[0::2]]
-    cutoff = None
-    if plan.limit is not None and len(ids) >= plan.limit:
-        cutoff = float(reply[-1])
+    ranked = [
+        (i.decode() if isinstance(i, bytes) else str(i), float(rank), float(floor))
+        for i, rank, floor in zip(reply[0::3], reply[1::3], reply[2::3], strict=True)
+    ]
+    cutoff = ranked[-1][1] if plan.limit is not None and len(ranked) >= plan.limit else None
+    ids, cutoff = plan.settle(ranked, cutoff)
     return ids, replace(stats, rank_cutoff=cutoff)
 
 
@@ -195,8 +197,9 @@ def _script_args(plan: CandidatePlan, terms: Sequence[str]) -> list[Any]:
 
 
 #: CandidatePlan.rank over every holder of the given terms, inside Redis (no
-#: posting crosses the network): returns [id, rank, id, rank, …], best first, at
-#: most ``limit`` (0: all) of those ranked at least ``min_rank``.
+#: posting crosses the network): returns [id, rank, floor, id, rank, floor, …] (the
+#: floor: the rank less the ordered-phrase bonus), best first, at most ``limit``
+#: (0: all) of those ranked at least ``min_rank``.
 _RANK_SCRIPT = """
 local limit = tonumber(ARGV[1])
 local min_rank = tonumber(ARGV[2])
@@ -233,9 +236,10 @@ for id, m in pairs(matched) do
     else cov = 0.5 + 0.5 * (m - 1) / (total - 1) end
     local strength = math.min(raw[id] / (mi * k1p1), 1)
     local r = cov_w * cov + rar_w * mi / rarity_norm + str_w * strength
+    local floor = math.min(r, 1)
     if phrase_n > 0 and phrase[id] == phrase_n then r = r + bonus end
     r = math.min(r, 1)
-    if r >= min_rank then ranked[#ranked + 1] = {r, id} end
+    if r >= min_rank then ranked[#ranked + 1] = {r, id, floor} end
   end
 end
 table.sort(ranked, function(x, y)
@@ -248,6 +252,7 @@ local out = {}
 for i = 1, n do
   out[#out + 1] = ranked[i][2]
   out[#out + 1] = string.format('%.17g', ranked[i][1])
+  out[#out + 1] = string.format('%.17g', ranked[i][3])
 end
 return out
 """

@@ -265,15 +265,18 @@ class SQLKeywordIndex:
         df = {term: int(df_stored.get(key_, 0)) for term, key_ in stored.items()}
         stats = KeywordStats.of(space, count, lengths, df)
         plan = planner.plan(stats, stored)
-        if plan.min_rank < 0 and plan.limit is not None and sum(df_stored.values()) <= plan.limit:
+        few = plan.limit is not None and sum(df_stored.values()) <= plan.limit
+        if plan.min_rank < 0 and plan.depth is None and few:
             return holders.distinct(), stats  # no more postings than candidates wanted
-        ranked = self._ranked(key, plan)
-        pairs = [(r[0], float(r[1])) for r in (await conn.execute(ranked)).all()]
-        cutoff = pairs[-1][1] if plan.limit is not None and len(pairs) >= plan.limit else None
-        return [memory_id for memory_id, _ in pairs], replace(stats, rank_cutoff=cutoff)
+        ranked = [
+            (r[0], float(r[1]), float(r[2])) for r in (await conn.execute(self._ranked(key, plan))).all()
+        ]
+        cutoff = ranked[-1][1] if plan.limit is not None and len(ranked) >= plan.limit else None
+        ids, cutoff = plan.settle(ranked, cutoff)
+        return ids, replace(stats, rank_cutoff=cutoff)
 
     def _ranked(self, key: UserKey, plan: CandidatePlan) -> sa.Select[Any]:
-        """The holders' IDs and ranks (CandidatePlan.rank, in SQL), best first.
+        """The holders' IDs, ranks (CandidatePlan.rank, in SQL) and floors, best first.
 
         One branch per term, each an equality on the primary key's prefix, joined
         by UNION ALL: a planner without table statistics (a freshly filled
@@ -327,11 +330,15 @@ class SQLKeywordIndex:
             + (plan.rarity_weight / plan.rarity_norm) * matched_idf
             + plan.strength_weight * strength
         )
+        # The rank less the ordered-phrase bonus: what the engine's score is at least.
+        floor = sa.case((bound >= 1.0, sa.literal(1.0, sa.Float)), else_=bound)
         if plan.phrase_terms:
             bonus = sa.case((sums.c.phrase_held == len(plan.phrase_terms), plan.phrase_bonus), else_=0.0)
             bound = bound + bonus
         rank = sa.case((bound >= 1.0, sa.literal(1.0, sa.Float)), else_=bound)
-        stmt = sa.select(sums.c.memory_id, rank.label("keyword_rank")).where(matched_idf > 0)
+        stmt = sa.select(sums.c.memory_id, rank.label("keyword_rank"), floor.label("keyword_floor")).where(
+            matched_idf > 0
+        )
         if plan.min_rank >= 0:
             stmt = stmt.where(rank >= plan.min_rank)
         stmt = stmt.order_by(sa.desc("keyword_rank"), sums.c.memory_id)

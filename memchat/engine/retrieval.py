@@ -157,7 +157,7 @@ class Retrieval:
             if terms is not None:
                 if depth is None:
                     return await index.indexed_keyword_candidates(key, space, terms)
-                planner = KeywordPlanner(query, space, max(KEYWORD_CANDIDATES, depth))
+                planner = KeywordPlanner(query, space, max(KEYWORD_CANDIDATES, depth), depth)
                 found, stats = await index.indexed_keyword_candidates(key, space, terms, planner)
                 if stats is not None and stats.rank_cutoff is not None:
                     scorer = keyword.score_entries if space == KEYWORD_SPACE else keyword.lexical_scores

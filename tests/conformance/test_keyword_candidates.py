@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from memchat.engine import SearchOptions, UserKey
-from memchat.engine.search import keyword_search
+from memchat.engine.search import keyword_search, lexical_scores, score_entries
 from memchat.engine.search.candidates import KeywordPlanner
 from memchat.engine.search.index import KEYWORD_SPACE, LEXICAL_SPACE, KeywordStats, index_record, query_terms
 
@@ -45,14 +45,20 @@ def _python_ranks(entries, query: str, space: str, stats: KeywordStats) -> dict[
     return ranks
 
 
-async def test_the_store_returns_the_best_ranked_holders(make_service) -> None:
+async def _filled(make_service):
+    """The store with TEXTS added, and every memory (None: the store keeps no index)."""
     svc = make_service()
-    store = svc.store
     for text in TEXTS:
         await svc.add(KEY, text, topics=["drinks"] if "tea" in text else None)
-    if not store.capabilities.native_keyword_search:
+    if not svc.store.capabilities.native_keyword_search:
+        return svc.store, None
+    return svc.store, await svc.store.list(KEY)
+
+
+async def test_the_store_returns_the_best_ranked_holders(make_service) -> None:
+    store, everything = await _filled(make_service)
+    if everything is None:
         return  # no keyword index (declared): every memory is a candidate
-    everything = await store.list(KEY)
     for space in (KEYWORD_SPACE, LEXICAL_SPACE):
         for query in QUERIES:
             terms = query_terms(query, space)
@@ -88,3 +94,33 @@ async def test_search_results_do_not_change_when_the_store_returns_few_candidate
         assert [(e.id, round(e.score, 9)) for e in found] == [(e.id, round(e.score, 9)) for e in scanned], (
             query
         )
+
+
+async def test_told_how_many_the_engine_ranks_the_store_returns_only_those_that_can_make_it(
+    make_service,
+) -> None:
+    """With keyword search's depth (3 here), the store leaves out every holder
+    that cannot reach the third best score (its rank is below the third best
+    score's floor), so a common term's holders are not all read back and scored;
+    what it returns still holds the full scan's best three. Hybrid search (the
+    stemmed space) fuses every keyword candidate, so it still gets all of them."""
+    store, everything = await _filled(make_service)
+    if everything is None:
+        return  # no keyword index (declared): every memory is a candidate
+    trimmed = 0
+    for space in (KEYWORD_SPACE, LEXICAL_SPACE):
+        scorer = score_entries if space == KEYWORD_SPACE else lexical_scores
+        for query in QUERIES:
+            planner = KeywordPlanner(query, space, 100, depth=3)
+            found, stats = await store.indexed_keyword_candidates(
+                KEY, space, query_terms(query, space), planner
+            )
+            full = sorted((s for s in scorer(everything, query) if s > 0), reverse=True)
+            scores = scorer(found, query, stats)
+            assert planner.complete(scores, stats, 3), (space, query)  # no second round trip
+            assert sorted(scores, reverse=True)[:3] == pytest.approx(full[:3], abs=1e-9), (space, query)
+            if space == KEYWORD_SPACE:
+                trimmed += len(found) < len(full)
+            else:
+                assert len(found) == len(full), (space, query)
+    assert trimmed > 0  # "tea" alone has 16 holders, three of them can make it

@@ -21,6 +21,12 @@ the last one returned (the cutoff): when the k-th best exact score among the
 candidates is above it, the top k is exact; otherwise the engine asks again
 for every holder ranked at least that k-th best score
 (:meth:`KeywordPlanner.below`). The ranking so never changes; only the work does.
+
+Told how many of the best keyword search ranks (``depth``), a store returns
+fewer still: only the holders ranked at least the depth-th best *floor* (the
+rank less the phrase bonus, which the score never falls below;
+:meth:`CandidatePlan.settle`), so the engine reads and scores a few more than
+``depth`` memories, not a few hundred.
 """
 
 from __future__ import annotations
@@ -53,6 +59,8 @@ __all__ = ["KEYWORD_CANDIDATES", "CandidatePlan", "KeywordPlanner"]
 #: How many ranked holders a store returns for one query (the engine needs the
 #: best ``max_results`` for keyword search and the best 100 for hybrid re-ranking).
 KEYWORD_CANDIDATES = 300
+#: Margin for the float rounding between a store's ranks and the engine's scores.
+_FLOAT_MARGIN = 1e-6
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +80,9 @@ class CandidatePlan:
     limit: int | None
     #: Leave out holders ranked below this.
     min_rank: float = -1.0
+    #: How many of the best the engine ranks (None: unknown): with it the store
+    #: returns only the holders that can be among them (:meth:`settle`).
+    depth: int | None = None
     #: Stored terms a holder must all hold to earn the ordered-phrase bonus (empty:
     #: the query cannot earn it), and that bonus.
     phrase_terms: frozenset[str] = frozenset()
@@ -101,12 +112,22 @@ class CandidatePlan:
         ranks = self.rank_holders(np.zeros(len(rows), dtype=np.int64), which, terms, counts, 1)
         return float(ranks[0])
 
-    def rank_holders(self, holders: Any, which: Any, terms: Sequence[str], counts: Any, size: int) -> Any:
+    def rank_holders(
+        self,
+        holders: Any,
+        which: Any,
+        terms: Sequence[str],
+        counts: Any,
+        size: int,
+        *,
+        phrase_bonus: bool = True,
+    ) -> Any:
         """:meth:`rank` of many memories at once (numpy): posting ``i`` is memory
         ``holders[i]`` (an index < ``size``) holding ``terms[which[i]]`` with
         ``counts[i]`` = (content tf, topic tf, content length, topic length).
         Returns each memory's rank (0 for one holding no term), its postings
-        summed in order."""
+        summed in order; without ``phrase_bonus``, its *floor*: the rank less the
+        ordered-phrase bonus, which the engine's score never falls below."""
         weights = np.array([self.weights[t][0] for t in terms], dtype=np.float64)[which]
         weighted_idf = np.array([self.weights[t][1] for t in terms], dtype=np.float64)[which]
         phrase = np.array([t in self.phrase_terms for t in terms], dtype=np.float64)[which]
@@ -132,9 +153,33 @@ class CandidatePlan:
             + self.rarity_weight * matched_idf / self.rarity_norm
             + self.strength_weight * strength
         )
-        if self.phrase_terms:
+        if self.phrase_terms and phrase_bonus:
             rank = rank + np.where(held == len(self.phrase_terms), self.phrase_bonus, 0.0)
         return np.where(matched > 0, np.minimum(rank, 1.0), 0.0)
+
+    def settle(
+        self, ranked: Sequence[tuple[str, float, float]], cutoff: float | None
+    ) -> tuple[list[str], float | None]:
+        """What a store returns from its best-ranked holders ``ranked`` — (ID, rank,
+        floor), best rank first — of which none left out ranks above ``cutoff``
+        (None: none was left out): those ranked at least the ``depth``-th best floor.
+
+        The engine's score of a memory is at least its floor and at most its rank,
+        so the engine's ``depth``-th best score is at least that floor, and a memory
+        ranked below it cannot enter the top ``depth``: it is left out, and the
+        cutoff becomes the best of their ranks. The engine so reads and scores a
+        few more than ``depth`` memories instead of every ranked one, and its
+        completeness check (:meth:`KeywordPlanner.complete`) holds by construction."""
+        ids = [memory_id for memory_id, _, _ in ranked]
+        depth = self.depth
+        if depth is None or depth <= 0 or len(ranked) <= depth or self.min_rank >= 0:
+            return ids, cutoff
+        floor = heapq.nlargest(depth, (f for _, _, f in ranked))[-1] - _FLOAT_MARGIN
+        kept = [memory_id for memory_id, rank, _ in ranked if rank >= floor]
+        dropped = [rank for _, rank, _ in ranked if rank < floor]
+        if dropped:
+            cutoff = max(dropped) if cutoff is None else max(cutoff, max(dropped))
+        return kept, cutoff
 
     def best(self, ranks: Iterable[tuple[str, float]]) -> tuple[list[str], float | None]:
         """The memory IDs a store returns from (ID, rank) pairs, and the cutoff
@@ -150,7 +195,9 @@ class KeywordPlanner:
     """Makes the :class:`CandidatePlan` of one query once a store knows its
     statistics (the document frequencies of the query's terms among them)."""
 
-    def __init__(self, query: str, space: str, limit: int | None = KEYWORD_CANDIDATES) -> None:
+    def __init__(
+        self, query: str, space: str, limit: int | None = KEYWORD_CANDIDATES, depth: int | None = None
+    ) -> None:
         # The query as the space's scorer reads it (keyword_search / lexical_scores).
         text = _trim(query) if space == KEYWORD_SPACE else _trim(stem_text(query))
         info = _query_info(text)
@@ -160,6 +207,8 @@ class KeywordPlanner:
         distinct = set(info.primary)
         self.phrase = distinct if len(info.primary) >= 2 and len(distinct) == len(info.primary) else set()
         self.limit = limit
+        #: The engine ranks only the best ``depth`` (None: all of them).
+        self.depth = depth
         self.min_rank = -1.0
 
     def plan(self, stats: KeywordStats, stored: Mapping[str, str] | None = None) -> CandidatePlan:
@@ -186,6 +235,10 @@ class KeywordPlanner:
             avg_topics=max(stats.topic_length / n, 1.0),
             limit=self.limit,
             min_rank=self.min_rank,
+            # Keyword search ranks only its best ``depth``; hybrid search fuses every
+            # keyword candidate it gets with the dense ones (one past its re-rank
+            # depth may still reach the fused top), so it keeps all that are ranked.
+            depth=self.depth if self.space == KEYWORD_SPACE else None,
         )
 
     def complete(self, scores: Sequence[float], stats: KeywordStats | None, depth: int) -> bool:
@@ -208,5 +261,6 @@ class KeywordPlanner:
         wider = KeywordPlanner.__new__(KeywordPlanner)
         wider.space, wider.tokens, wider.phrase = self.space, self.tokens, self.phrase
         wider.limit = None
+        wider.depth = None
         wider.min_rank = floor - 1e-9
         return wider
