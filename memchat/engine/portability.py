@@ -49,7 +49,7 @@ from .export_format import (
     parse_line,
 )
 from .model import BackendError, Entry, MemchatError, UserKey
-from .vectors import META_EMBEDDER
+from .vectors import META_EMBEDDER, DoneOfTotal
 
 if TYPE_CHECKING:
     from .service import MemoryService
@@ -367,15 +367,11 @@ async def import_lines(
 
 
 @dataclass(frozen=True, slots=True)
-class MigrationProgress:
+class MigrationProgress(DoneOfTotal):
     """``done`` of ``total`` memories copied."""
 
     done: int
     total: int
-
-    @property
-    def percent(self) -> int:
-        return 100 if self.total <= 0 else min(100, self.done * 100 // self.total)
 
 
 @dataclass

@@ -46,6 +46,7 @@ __all__ = [
     "BACKFILL_BATCH",
     "META_EMBEDDER",
     "NO_EMBEDDER",
+    "DoneOfTotal",
     "EmbeddingProgress",
     "ProgressCallback",
     "embedder_identity",
@@ -83,8 +84,9 @@ class _NoEmbedder:
 NO_EMBEDDER: Final = _NoEmbedder()
 
 
-class _DoneOfTotal:
-    """``percent`` and ``finished`` of a progress with ``done`` of ``total``."""
+class DoneOfTotal:
+    """``percent`` and ``finished`` of a progress with ``done`` of ``total`` (the
+    embedding and indexing progress here, and a migration's in portability.py)."""
 
     __slots__ = ()
     done: int
@@ -100,7 +102,7 @@ class _DoneOfTotal:
 
 
 @dataclass(frozen=True, slots=True)
-class EmbeddingProgress(_DoneOfTotal):
+class EmbeddingProgress(DoneOfTotal):
     """How far filling in vectors has got: ``done`` of ``total`` memories."""
 
     done: int
@@ -119,7 +121,7 @@ class EmbeddingProgress(_DoneOfTotal):
 
 
 @dataclass(frozen=True, slots=True)
-class IndexingProgress(_DoneOfTotal):
+class IndexingProgress(DoneOfTotal):
     """How far a store building its keyword index on open has got (a store made
     before the index, or by a memchat that did not keep it): ``done`` of ``total``."""
 
