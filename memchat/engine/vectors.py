@@ -37,7 +37,7 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 if TYPE_CHECKING:
     from .model import Entry, UserKey
@@ -137,6 +137,9 @@ class IndexingProgress(DoneOfTotal):
         return f"Indexing {self.total:,} {noun} for keyword search… {self.percent}%"
 
 
+#: Any progress of ``done`` of ``total``: report_progress serves each kind.
+_Progress = TypeVar("_Progress", bound=DoneOfTotal)
+
 #: Called with each EmbeddingProgress or IndexingProgress (same shape); may be a
 #: coroutine function.
 ProgressCallback = Callable[[EmbeddingProgress | IndexingProgress], object]
@@ -164,10 +167,9 @@ def supports_vectors(store: Any) -> bool:
     )
 
 
-async def report_progress(
-    progress: ProgressCallback | None, state: EmbeddingProgress | IndexingProgress
-) -> None:
-    """Tell ``progress`` (a plain or async callable, or None) about ``state``."""
+async def report_progress(progress: Callable[[_Progress], object] | None, state: _Progress) -> None:
+    """Tell ``progress`` (a plain or async callable, or None) about ``state``
+    (an embedding, indexing or migration progress)."""
     if progress is None:
         return
     result = progress(state)
