@@ -101,6 +101,27 @@ def normalize_memory(memory: Memory) -> Memory:
     )
 
 
+def _normalized(
+    text: str,
+    topics: Iterable[str] | None,
+    kind: str,
+    event_time: datetime | None,
+    participants: tuple[str, ...],
+    location: str,
+) -> Memory:
+    """The fields the add and update paths settled on, as one normalised Memory."""
+    return normalize_memory(
+        Memory(
+            text=text,
+            topics=tuple(topics or ()),
+            kind=kind,
+            event_time=event_time,
+            participants=participants,
+            location=location,
+        )
+    )
+
+
 def build_memory(text: str, topics: Iterable[str] | None, metadata: Metadata | None) -> Memory:
     """The add path (``ApplyMetadata``): supplied metadata replaces every field."""
     kind, event_time, location = "", None, ""
@@ -112,16 +133,7 @@ def build_memory(text: str, topics: Iterable[str] | None, metadata: Metadata | N
         location = (metadata.location or "").strip()
         if not kind and _has_event_metadata(event_time, participants, location):
             kind = KIND_FACT
-    return normalize_memory(
-        Memory(
-            text=text,
-            topics=tuple(topics or ()),
-            kind=kind,
-            event_time=event_time,
-            participants=participants,
-            location=location,
-        )
-    )
+    return _normalized(text, topics, kind, event_time, participants, location)
 
 
 def patch_memory(
@@ -144,13 +156,4 @@ def patch_memory(
             participants = supplied
         if (metadata.location or "").strip():
             location = metadata.location.strip()
-    return normalize_memory(
-        Memory(
-            text=text,
-            topics=tuple(topics or ()),
-            kind=kind,
-            event_time=event_time,
-            participants=participants,
-            location=location,
-        )
-    )
+    return _normalized(text, topics, kind, event_time, participants, location)

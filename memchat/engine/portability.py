@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -49,7 +48,7 @@ from .export_format import (
     parse_line,
 )
 from .model import BackendError, Entry, MemchatError, UserKey
-from .vectors import META_EMBEDDER
+from .vectors import META_EMBEDDER, DoneOfTotal, report_progress
 
 if TYPE_CHECKING:
     from .service import MemoryService
@@ -367,15 +366,11 @@ async def import_lines(
 
 
 @dataclass(frozen=True, slots=True)
-class MigrationProgress:
+class MigrationProgress(DoneOfTotal):
     """``done`` of ``total`` memories copied."""
 
     done: int
     total: int
-
-    @property
-    def percent(self) -> int:
-        return 100 if self.total <= 0 else min(100, self.done * 100 // self.total)
 
 
 @dataclass
@@ -393,13 +388,6 @@ class MigrationReport:
     @property
     def verified(self) -> bool:
         return self.source_count == self.target_count and self.source_checksum == self.target_checksum
-
-
-async def _report(progress: Callable[[MigrationProgress], object] | None, state: MigrationProgress) -> None:
-    if progress is not None:
-        result = progress(state)
-        if inspect.isawaitable(result):
-            await result
 
 
 async def migrate(
@@ -423,7 +411,7 @@ async def migrate(
     report.vectors_copied = source_embedder is not None and source_embedder == writer.target_embedder
     keys = await source.users()
     total = sum([await source.count(key, include_deleted=True) for key in keys])
-    await _report(progress, MigrationProgress(0, total))
+    await report_progress(progress, MigrationProgress(0, total))
     source_sum, target_sum = Checksum(), Checksum()
     done = 0
     for key in keys:
@@ -436,7 +424,7 @@ async def migrate(
                 source_sum.add(entry)
             await writer.write(key, [(e, vectors.get(e.id)) for e in batch])
             done += len(batch)
-            await _report(progress, MigrationProgress(min(done, max(total, done)), max(total, done)))
+            await report_progress(progress, MigrationProgress(min(done, max(total, done)), max(total, done)))
         copied = {e.id: e for e in await target.store.list(key, include_deleted=True)}
         for entry in entries:
             if entry.id in copied:

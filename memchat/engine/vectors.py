@@ -37,7 +37,7 @@ import inspect
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 if TYPE_CHECKING:
     from .model import Entry, UserKey
@@ -46,6 +46,7 @@ __all__ = [
     "BACKFILL_BATCH",
     "META_EMBEDDER",
     "NO_EMBEDDER",
+    "DoneOfTotal",
     "EmbeddingProgress",
     "ProgressCallback",
     "embedder_identity",
@@ -83,8 +84,9 @@ class _NoEmbedder:
 NO_EMBEDDER: Final = _NoEmbedder()
 
 
-class _DoneOfTotal:
-    """``percent`` and ``finished`` of a progress with ``done`` of ``total``."""
+class DoneOfTotal:
+    """``percent`` and ``finished`` of a progress with ``done`` of ``total`` (the
+    embedding and indexing progress here, and a migration's in portability.py)."""
 
     __slots__ = ()
     done: int
@@ -100,7 +102,7 @@ class _DoneOfTotal:
 
 
 @dataclass(frozen=True, slots=True)
-class EmbeddingProgress(_DoneOfTotal):
+class EmbeddingProgress(DoneOfTotal):
     """How far filling in vectors has got: ``done`` of ``total`` memories."""
 
     done: int
@@ -119,7 +121,7 @@ class EmbeddingProgress(_DoneOfTotal):
 
 
 @dataclass(frozen=True, slots=True)
-class IndexingProgress(_DoneOfTotal):
+class IndexingProgress(DoneOfTotal):
     """How far a store building its keyword index on open has got (a store made
     before the index, or by a memchat that did not keep it): ``done`` of ``total``."""
 
@@ -134,6 +136,9 @@ class IndexingProgress(_DoneOfTotal):
         noun = "memory" if self.total == 1 else "memories"
         return f"Indexing {self.total:,} {noun} for keyword search… {self.percent}%"
 
+
+#: Any progress of ``done`` of ``total``: report_progress serves each kind.
+_Progress = TypeVar("_Progress", bound=DoneOfTotal)
 
 #: Called with each EmbeddingProgress or IndexingProgress (same shape); may be a
 #: coroutine function.
@@ -162,10 +167,9 @@ def supports_vectors(store: Any) -> bool:
     )
 
 
-async def report_progress(
-    progress: ProgressCallback | None, state: EmbeddingProgress | IndexingProgress
-) -> None:
-    """Tell ``progress`` (a plain or async callable, or None) about ``state``."""
+async def report_progress(progress: Callable[[_Progress], object] | None, state: _Progress) -> None:
+    """Tell ``progress`` (a plain or async callable, or None) about ``state``
+    (an embedding, indexing or migration progress)."""
     if progress is None:
         return
     result = progress(state)

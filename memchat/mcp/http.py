@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import signal
 import socket
 from collections.abc import Callable, Iterator
@@ -69,15 +68,6 @@ def parse_address(value: str) -> tuple[str, int]:
             f"or just a port ({DEFAULT_PORT}) for this machine only"
         )
     return host, int(port_text)
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def build_app(mcp: MemoryMCP, tokens: TokenStore, *, host: str, port: int) -> Starlette:

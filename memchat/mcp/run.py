@@ -77,8 +77,9 @@ async def run_stdio(settings: Settings) -> None:
 async def run_http(settings: Settings, host: str, port: int, tokens: TokenStore) -> None:
     from memchat.agent.factory import create_service
     from memchat.console import ProgressPrinter
+    from memchat.net import is_loopback
 
-    from .http import is_loopback, serve
+    from .http import serve
     from .server import MemoryMCP
 
     count = len(tokens.records())  # a damaged token file stops the start with one line

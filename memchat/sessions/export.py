@@ -34,6 +34,13 @@ def _pretty(text: str) -> tuple[str, str]:
         return text, ""
 
 
+def _titled_block(heading: str, text: str) -> list[str]:
+    """A tool call's or result's lines: ``heading``, then ``text`` in a code
+    block (laid out as JSON when it is JSON), each followed by a blank line."""
+    body, language = _pretty(text)
+    return [heading, "", _fence(body, language), ""]
+
+
 def _stats_line(data: dict[str, Any]) -> str:
     parts = []
     if data.get("model"):
@@ -81,25 +88,15 @@ def to_markdown(info: SessionInfo, records: Sequence[SessionRecord]) -> str:
             for call in data.get("tool_calls") or ():
                 function = call.get("function") or {}
                 calls[str(call.get("id"))] = function
-                arguments, language = _pretty(str(function.get("arguments") or "{}"))
-                lines += [
-                    f"🔧 **{function.get('name', '?')}** (`{call.get('id')}`)",
-                    "",
-                    _fence(arguments, language),
-                    "",
-                ]
+                heading = f"🔧 **{function.get('name', '?')}** (`{call.get('id')}`)"
+                lines += _titled_block(heading, str(function.get("arguments") or "{}"))
             if data.get("content"):
                 lines += [str(data["content"]), ""]
         elif role == "tool":
             mark = "❌" if record.meta.get("is_error") else "✅"
             name = record.meta.get("name") or calls.get(str(data.get("tool_call_id")), {}).get("name", "tool")
-            result, language = _pretty(str(data.get("content") or ""))
-            lines += [
-                f"{mark} {name} result (`{data.get('tool_call_id')}`)",
-                "",
-                _fence(result, language),
-                "",
-            ]
+            heading = f"{mark} {name} result (`{data.get('tool_call_id')}`)"
+            lines += _titled_block(heading, str(data.get("content") or ""))
     return "\n".join(lines).rstrip() + "\n"
 
 

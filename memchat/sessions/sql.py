@@ -41,6 +41,16 @@ T = TypeVar("T")
 _TEXT = sa.Text().with_variant(MEDIUMTEXT(), "mysql", "mariadb")
 
 
+def _session_key() -> list[sa.Column[Any]]:
+    """The key both session tables start with: (app, user, session). New
+    columns on each call, since a column belongs to one table."""
+    return [
+        sa.Column("app_name", sa.String(255), primary_key=True),
+        sa.Column("user_id", sa.String(255), primary_key=True),
+        sa.Column("session_id", sa.String(64), primary_key=True),
+    ]
+
+
 class SQLSessionStore:
     """Sessions beside the memories of ``store`` (a ``backends.sql.SQLStore``).
     ``owns_store``: close the memory store with this one (the CLI opens one
@@ -61,9 +71,7 @@ class SQLSessionStore:
         self.sessions = sa.Table(
             short_identifier(f"{base}_sessions", limit),
             self.metadata,
-            sa.Column("app_name", sa.String(255), primary_key=True),
-            sa.Column("user_id", sa.String(255), primary_key=True),
-            sa.Column("session_id", sa.String(64), primary_key=True),
+            *_session_key(),
             sa.Column("title", sa.String(255), nullable=False),
             sa.Column("created_at", sa.BigInteger, nullable=False),
             sa.Column("updated_at", sa.BigInteger, nullable=False),
@@ -80,9 +88,7 @@ class SQLSessionStore:
         self.records_table = sa.Table(
             short_identifier(f"{base}_session_records", limit),
             self.metadata,
-            sa.Column("app_name", sa.String(255), primary_key=True),
-            sa.Column("user_id", sa.String(255), primary_key=True),
-            sa.Column("session_id", sa.String(64), primary_key=True),
+            *_session_key(),
             sa.Column("seq", sa.Integer, primary_key=True, autoincrement=False),
             sa.Column("kind", sa.String(16), nullable=False),
             sa.Column("payload", _TEXT, nullable=False),
