@@ -8,12 +8,13 @@ from typing import Any
 
 from memchat.engine.model import Entry, UserKey, to_micros
 
+from ._buffered import BufferedWrites
 from ._redis_layout import UserKeys, encode_entry
 from ._vectors import encode_vector
 from .redis_index import index_keys, indexed_terms, queue_drop, queue_replace, record_of
 
 
-class RedisTransaction:
+class RedisTransaction(BufferedWrites[bytes]):
     """Reads go to Redis at once (under WATCH) and see the section's own
     writes; writes are buffered until the section's MULTI/EXEC."""
 
@@ -27,11 +28,9 @@ class RedisTransaction:
         decode: Callable[[str, UserKey, str], Entry],
     ) -> None:
         """``decode(raw, key, memory_id)``: the store's entry of a stored value."""
+        super().__init__()
         self._pipe, self._key, self._keys = pipe, key, keys
         self._dimension, self._decode = dimension, decode
-        self._writes: dict[str, Entry | None] = {}
-        #: memory ID → new vector bytes, or None: drop the stored one.
-        self._vectors: dict[str, bytes | None] = {}
         #: Whether an ID was found in the active hash when it was read.
         self._was_active: dict[str, bool] = {}
         #: The stored entry of each ID read (before this section's writes).
@@ -48,23 +47,13 @@ class RedisTransaction:
         self._previous.setdefault(memory_id, entry)
         return entry
 
-    async def get(self, memory_id: str) -> Entry | None:
-        if memory_id in self._writes:
-            return self._writes[memory_id]
-        return await self._stored(memory_id)
+    def _keep_vector(self, vector: Sequence[float]) -> bytes:
+        return encode_vector(vector, self._dimension)
 
     async def put(self, entry: Entry, vector: Sequence[float] | None = None) -> None:
         if entry.app != self._key.app or entry.user != self._key.user:
             raise ValueError("an entry can only be written inside its own user's section")
-        if vector is not None:
-            self._vectors[entry.id] = encode_vector(vector, self._dimension)
-        elif entry.id in self._writes and self._writes[entry.id] is None:
-            self._vectors[entry.id] = None  # removed earlier in this section: nothing to keep
-        self._writes[entry.id] = entry
-
-    async def remove(self, memory_id: str) -> None:
-        self._writes[memory_id] = None
-        self._vectors[memory_id] = None
+        await super().put(entry, vector)
 
     async def count_active(self) -> int:
         count = int(await self._pipe.hlen(self._keys.active))

@@ -21,6 +21,7 @@ from memchat.engine.search.index import KeywordStats
 if TYPE_CHECKING:
     from memchat.engine.search.candidates import KeywordPlanner
 
+from ._buffered import BufferedWrites
 from ._keyword_index import UserKeywordIndex
 from ._ordering import newest, newest_first
 from ._vectors import MatrixCache, UserMatrix, check_query, encode_vector
@@ -29,38 +30,22 @@ from .base import DEFAULT_VECTOR_DIMENSION, Capabilities, bounded_lock, resolve_
 T = TypeVar("T")
 
 
-class _BufferedTransaction:
+class _BufferedTransaction(BufferedWrites[np.ndarray]):
     """Reads see the section's own writes; nothing reaches the store unless
     the whole section succeeds, so a failed update changes nothing."""
 
     def __init__(self, store: InMemoryStore, rows: dict[str, Entry], active: int) -> None:
+        super().__init__()
         self._store = store
         self._rows = rows
         #: Active rows before this section (kept by the store, so counting is O(writes)).
         self._active = active
-        self._writes: dict[str, Entry | None] = {}
-        #: memory ID → new vector (None: dropped with its entry).
-        self._vectors: dict[str, np.ndarray | None] = {}
 
-    def _current(self, memory_id: str) -> Entry | None:
-        if memory_id in self._writes:
-            return self._writes[memory_id]
+    def _keep_vector(self, vector: Sequence[float]) -> np.ndarray:
+        return np.frombuffer(encode_vector(vector, self._store.dimension), dtype="<f4")
+
+    async def _stored(self, memory_id: str) -> Entry | None:
         return self._rows.get(memory_id)
-
-    async def get(self, memory_id: str) -> Entry | None:
-        return self._current(memory_id)
-
-    async def put(self, entry: Entry, vector: Sequence[float] | None = None) -> None:
-        if vector is not None:
-            blob = encode_vector(vector, self._store.dimension)
-            self._vectors[entry.id] = np.frombuffer(blob, dtype="<f4")
-        elif entry.id in self._writes and self._writes[entry.id] is None:
-            self._vectors[entry.id] = None  # removed earlier in this section: nothing to keep
-        self._writes[entry.id] = entry
-
-    async def remove(self, memory_id: str) -> None:
-        self._writes[memory_id] = None
-        self._vectors[memory_id] = None
 
     async def count_active(self) -> int:
         return self._active + self.active_delta()

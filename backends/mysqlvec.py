@@ -76,15 +76,15 @@ class MySQLVecStore(MySQLStore):
         self,
         dsn: str | None = None,
         *,
-        table: str = "memories",
         dimension: int | None = None,
         native: bool | None = None,
         env: Mapping[str, str] | None = None,
-        **engine_options: Any,
+        **options: Any,
     ) -> None:
+        """``options``: the mysql store's (``table``, ``timeout``, engine options)."""
         env = os.environ if env is None else env
         self.dimension = resolve_dimension(dimension, env, ENV_DIMENSION)
-        super().__init__(dsn, table=table, env=env, **engine_options)
+        super().__init__(dsn, env=env, **options)
         #: None: detect at connect; False: always BLOB + numpy; True: require the native type.
         self._want_native = native
         #: "mariadb", "mysql" (native vector type in use) or None (BLOB).

@@ -23,7 +23,7 @@ without one has a NULL embedding and is simply not a vector candidate.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
 
 import sqlalchemy as sa
@@ -113,14 +113,12 @@ class PgVectorStore(PostgresStore):
         self,
         dsn: str | None = None,
         *,
-        table: str = "memories",
-        schema: str | None = None,
         dimension: int = DEFAULT_DIMENSION,
         hnsw_m: int = HNSW_M,
         hnsw_ef_construction: int = HNSW_EF_CONSTRUCTION,
-        env: Mapping[str, str] | None = None,
-        **engine_options: Any,
+        **options: Any,
     ) -> None:
+        """``options``: the postgres store's (``table``, ``schema``, ``env``, ``timeout``, engine options)."""
         if (
             isinstance(dimension, bool)
             or not isinstance(dimension, int)
@@ -137,7 +135,7 @@ class PgVectorStore(PostgresStore):
                 "invalid HNSW parameters: m must be 2–100 and ef_construction 4–1000 and at least 2·m "
                 f"(the defaults are m={HNSW_M}, ef_construction={HNSW_EF_CONSTRUCTION})"
             )
-        super().__init__(dsn, table=table, schema=schema, env=env, **engine_options)
+        super().__init__(dsn, **options)
         self.dimension = dimension
         t = self.table
         t.append_column(sa.Column("embedding", Vector(dimension), nullable=True))

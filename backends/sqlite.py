@@ -64,6 +64,9 @@ def parse_dsn(dsn: str) -> str:
 
 class SQLiteStore(SQLStore):
     name = "sqlite"
+    #: The variable read for the DSN, and the file used when there is none.
+    env_dsn = ENV_DSN
+    default_file = "memories.db"
 
     def __init__(
         self,
@@ -77,21 +80,27 @@ class SQLiteStore(SQLStore):
     ) -> None:
         env = os.environ if env is None else env
         seconds = resolve_timeout(timeout)
-        dsn = dsn or env.get(ENV_DSN) or ""
+        dsn = dsn or env.get(self.env_dsn) or ""
         if dsn:
             path = parse_dsn(dsn)
         else:
-            default = default_path()
+            default = default_path().with_name(self.default_file)
             default.parent.mkdir(parents=True, exist_ok=True)
             path = str(default)
         self.path = path
+        # module=None: the driver's own sqlite3 (SQLAlchemy imports it).
+        module = self._sqlite_module()
         if path == ":memory:":
             engine = create_async_engine(
-                "sqlite+aiosqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False}
+                "sqlite+aiosqlite://",
+                module=module,
+                poolclass=StaticPool,
+                connect_args={"check_same_thread": False},
             )
         else:
             engine = create_async_engine(
                 sa.URL.create("sqlite+aiosqlite", database=path),
+                module=module,
                 # How long a writer waits for another process's write lock.
                 connect_args={"timeout": seconds},
                 **engine_options,
@@ -99,6 +108,11 @@ class SQLiteStore(SQLStore):
         _install_transaction_control(engine.sync_engine, wal=path != ":memory:", busy_timeout=seconds)
         super().__init__(engine, table=table, location=path, timeout=seconds, dimension=dimension)
         self._write_engine = engine.execution_options(sqlite_immediate=True)
+
+    def _sqlite_module(self) -> Any:
+        """The DB-API module the engine drives, or None for aiosqlite's default
+        (sqlitevec's loads its extension into every connection)."""
+        return None
 
     async def open(self) -> None:
         if not self._schema_ready and self.path != ":memory:" and not self.path.startswith("file:"):
@@ -126,7 +140,7 @@ class SQLiteStore(SQLStore):
         if "unable to open database file" in text:
             return (
                 f"cannot open {self.path}: its folder is missing or not writable; "
-                f"create it or set {ENV_DSN} to a writable file"
+                f"create it or set {self.env_dsn} to a writable file"
             )
         if "database is locked" in text:
             return (

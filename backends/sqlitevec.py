@@ -33,14 +33,13 @@ from typing import Any, TypeVar
 import numpy  # imported now so a missing extra names its pip install
 import sqlalchemy as sa
 import sqlite_vec  # noqa: F401
-from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memchat.engine.model import BackendError, ConfigError, Entry, UserKey
 
-from .base import resolve_dimension, resolve_timeout
-from .sql import SQLStore, VectorChange, short_identifier
-from .sqlite import SQLiteStore, _install_transaction_control, default_path, parse_dsn
+from .base import resolve_dimension
+from .sql import VectorChange, short_identifier
+from .sqlite import SQLiteStore
 
 T = TypeVar("T")
 
@@ -124,47 +123,25 @@ class SQLiteVecStore(SQLiteStore):
     #: Vectors live in the vec0 index, made for one dimension.
     blob_vectors = False
     fixed_dimension = True
+    env_dsn = ENV_DSN
+    default_file = "memories-vec.db"
 
     def __init__(
         self,
         dsn: str | None = None,
         *,
-        table: str = "memories",
         dimension: int | None = None,
         env: Mapping[str, str] | None = None,
-        timeout: float | None = None,
-        **engine_options: Any,
+        **options: Any,
     ) -> None:
+        """``options``: the sqlite store's (``table``, ``timeout``, engine options)."""
         env = os.environ if env is None else env
-        seconds = resolve_timeout(timeout)
         self.dimension = resolve_dimension(dimension, env, ENV_DIMENSION)
-        dsn = dsn or env.get(ENV_DSN) or ""
-        if dsn:
-            path = parse_dsn(dsn)
-        else:
-            default = default_path().with_name("memories-vec.db")
-            default.parent.mkdir(parents=True, exist_ok=True)
-            path = str(default)
-        self.path = path
-        module = _dbapi(extension_sqlite())
-        if path == ":memory:":
-            engine = create_async_engine(
-                "sqlite+aiosqlite://",
-                module=module,
-                poolclass=StaticPool,
-                connect_args={"check_same_thread": False},
-            )
-        else:
-            engine = create_async_engine(
-                sa.URL.create("sqlite+aiosqlite", database=path),
-                module=module,
-                connect_args={"timeout": seconds},
-                **engine_options,
-            )
-        _install_transaction_control(engine.sync_engine, wal=path != ":memory:", busy_timeout=seconds)
-        SQLStore.__init__(self, engine, table=table, location=path, timeout=seconds)
-        self._write_engine = engine.execution_options(sqlite_immediate=True)
+        super().__init__(dsn, env=env, **options)
         self._vec_name = short_identifier(f"{self.table.name}_vec", 64)
+
+    def _sqlite_module(self) -> Any:
+        return _dbapi(extension_sqlite())
 
     # -- keys ------------------------------------------------------------
 
@@ -202,9 +179,6 @@ class SQLiteVecStore(SQLiteStore):
                     f"use an embedder of {existing} dimensions (and {ENV_DIMENSION}={existing}), "
                     "or another table or database file for the new dimension"
                 )
-
-    def _explain(self, exc: BaseException) -> str:
-        return super()._explain(exc).replace("SQLITE_MEMORY_DSN", ENV_DSN)
 
     # -- Store -----------------------------------------------------------
 
