@@ -72,15 +72,6 @@ def safe_url(url: str) -> str:
     return f"{parts.scheme}://{host}{port}{parts.path.rstrip('/')}"
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def http_client(
     url: str,
     *,

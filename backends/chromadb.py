@@ -51,6 +51,7 @@ from memchat.engine.model import (
     to_micros,
 )
 from memchat.engine.secrets import redact
+from memchat.net import is_loopback
 
 from ._chroma_client import (
     DEFAULT_COLLECTION,
@@ -68,7 +69,6 @@ from ._chroma_client import (
     embedded_client,
     explain_error,
     http_client,
-    is_loopback,
     open_collection,
     safe_url,
     validate_collection_name,
