@@ -101,6 +101,13 @@ def _stdin_is_terminal() -> bool:
         return False
 
 
+def _refuse_unless_terminal(doing: str) -> None:
+    """Before asking: with no one to answer (a script, a pipe) refuse to go on,
+    so that deleting for good always takes a person's "yes" or an explicit --yes."""
+    if not _stdin_is_terminal():
+        _fail(f"refusing to {doing} without confirmation (stdin is not a terminal): add --yes to confirm")
+
+
 def _confirm(question: str) -> None:
     """Ask on the terminal (on stderr, outside any event loop, so ctrl+c just
     aborts); "no" exits 1 with nothing changed."""

@@ -9,7 +9,6 @@ from typing import Annotated, Any
 
 import typer
 
-from . import cli  # (cli._stdin_is_terminal looked up at call time: tests stand in for it)
 from .cli import (
     AppOpt,
     BackendOpt,
@@ -21,6 +20,7 @@ from .cli import (
     _confirm,
     _fail,
     _memory_settings,
+    _refuse_unless_terminal,
     _run,
     _scope,
     _utf8,
@@ -195,11 +195,7 @@ def delete_memory(
     settings = _memory_settings(ctx, backend, user, app_name, timeout, soft)
     target = ""
     if not soft and not yes:  # show what goes: look it up, ask, then delete exactly that ID
-        if not cli._stdin_is_terminal():
-            _fail(
-                f"refusing to delete memory {prefix} for good without confirmation "
-                "(stdin is not a terminal): add --yes to confirm"
-            )
+        _refuse_unless_terminal(f"delete memory {prefix} for good")
         entry = _run(settings, lambda svc, key: _lookup(svc, key, prefix))
         _confirm(
             f"Memory {entry.id[:12]} of {_scope(settings)}: {one_line(entry.memory.text)}\n"
@@ -250,11 +246,7 @@ def clear_memories(
     """Delete all of one user's memories (asks first; --yes does not)."""
     settings = _memory_settings(ctx, backend, user, app_name, timeout, soft)
     if not yes:
-        if not cli._stdin_is_terminal():
-            _fail(
-                f"refusing to delete every memory of {_scope(settings)} without confirmation "
-                "(stdin is not a terminal): add --yes to confirm"
-            )
+        _refuse_unless_terminal(f"delete every memory of {_scope(settings)}")
 
         async def counts(svc: Any, key: Any) -> tuple[int, int]:
             return await svc.count(key), await svc.count(key, include_deleted=True)

@@ -17,10 +17,11 @@ from .cli import (
     TimeoutOpt,
     UserOpt,
     YesOpt,
+    _confirm,
     _fail,
     _memory_settings,
+    _refuse_unless_terminal,
     _scope,
-    _stdin_is_terminal,
     _utf8,
 )
 from .engine.model import MemchatError
@@ -70,6 +71,12 @@ async def _find(recorder: Any, session_id: str) -> Any:
     from .agent.sessions import find_session
 
     return await find_session(recorder, session_id)
+
+
+async def _find_with_records(recorder: Any, key: Any, session_id: str) -> tuple[Any, Any]:
+    """The session (as :func:`_find` finds it) and everything recorded in it: what show and export print."""
+    info = await _find(recorder, session_id)
+    return info, await recorder.store.records(key, info.id)
 
 
 @sessions_app.command("list")
@@ -123,11 +130,7 @@ def show_session(
 
     settings = _memory_settings(ctx, backend, user, app_name, timeout)
 
-    async def action(recorder: Any, key: Any) -> Any:
-        info = await _find(recorder, session_id)
-        return info, await recorder.store.records(key, info.id)
-
-    info, records = _run(settings, action)
+    info, records = _run(settings, lambda recorder, key: _find_with_records(recorder, key, session_id))
     if as_json:
         typer.echo(printable(to_json(info, records)).rstrip("\n"))
         return
@@ -171,11 +174,7 @@ def export_session(
         _fail(str(exc))
     settings = _memory_settings(ctx, backend, user, app_name, timeout)
 
-    async def action(recorder: Any, key: Any) -> Any:
-        info = await _find(recorder, session_id)
-        return info, await recorder.store.records(key, info.id)
-
-    info, records = _run(settings, action)
+    info, records = _run(settings, lambda recorder, key: _find_with_records(recorder, key, session_id))
     text = export(info, records, chosen)
     if output is None:
         typer.echo(printable(text).rstrip("\n"))
@@ -222,18 +221,11 @@ def delete_session(
     settings = _memory_settings(ctx, backend, user, app_name, timeout)
     info = _run(settings, lambda recorder, key: _find(recorder, session_id))
     if not yes:
-        if not _stdin_is_terminal():
-            _fail(
-                f"refusing to delete session {info.id} without confirmation (stdin is not a terminal): "
-                "add --yes to confirm"
-            )
-        if not typer.confirm(
+        _refuse_unless_terminal(f"delete session {info.id}")
+        _confirm(
             f"Session {info.id} of {_scope(settings)}: {one_line(info.title)} "
             f"({info.message_count} messages)\n"
-            "Delete it for good (memories are kept)?",
-            default=False,
-            err=True,
-        ):
-            _fail("nothing was deleted", code=1)
+            "Delete it for good (memories are kept)?"
+        )
     _run(settings, lambda recorder, key: recorder.store.delete(key, info.id))
     typer.echo(f"Deleted session {info.id}")
