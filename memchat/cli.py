@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import inspect
 import os
 import sys
 import textwrap
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeAlias, TypeVar
 
@@ -215,7 +218,7 @@ def ask(
     """Ask once and print only the answer (stdout), like `llm`: memchat ask "what do I like?" or
     echo "what do I like?" | memchat ask. Same memory, tools and settings as the chat; the chat's
     options before `ask` apply too (memchat --preload 5 ask …)."""
-    parent = (ctx.find_root().obj or {}).get("chat", {})
+    parent = _parent_options(ctx).get("chat", {})
     flags = {**parent, **{k: v for k, v in flags.items() if v is not None}}
     if question is None:
         if _stdin_is_terminal():
@@ -235,31 +238,86 @@ def ask(
     raise typer.Exit(code)
 
 
-def _memory_settings(
-    ctx: typer.Context,
-    backend: str | None,
-    user: str | None,
-    app_name: str | None,
-    timeout: str | None,
-    soft: bool | None = None,
-    search: str | None = None,
-) -> Any:
-    # `memchat --user alice memory list` = `memchat memory list --user alice`; the option after
-    # `memory` wins. An empty --user is an empty user (an error), not "not given".
-    parent = (ctx.find_root().obj or {}) if ctx else {}
+def _parent_options(ctx: typer.Context | None) -> dict[str, Any]:
+    """The options given before the subcommand (`memchat --user alice memory list`):
+    chat() keeps them on the root context."""
+    return (ctx.find_root().obj or {}) if ctx else {}
 
-    def pick(value: str | None, name: str) -> str | None:
-        return value if value is not None else parent.get(name)
 
-    return _settings(
-        memory=pick(backend, "memory"),
-        user=pick(user, "user"),
-        app=pick(app_name, "app"),
-        timeout=pick(timeout, "timeout"),
-        search=pick(search, "search"),
-        soft_delete=soft,
-        env_file=parent.get("env_file"),
-    )
+def _pick(ctx: typer.Context | None, value: Any, name: str) -> Any:
+    """A subcommand's own option, else the same option given before the subcommand: the one
+    after wins. Only None is "not given" (an empty --user is an empty user, an error later)."""
+    return value if value is not None else _parent_options(ctx).get(name)
+
+
+@dataclass(frozen=True)
+class StoreScope:
+    """The store and the user a `memory` or `sessions` command works on, each picked
+    by :func:`_pick` (so `memchat --user alice memory list` = `memchat memory list --user alice`)."""
+
+    memory: str | None
+    user: str | None
+    app: str | None
+    timeout: str | None
+    parent: dict[str, Any]
+
+    @classmethod
+    def of(
+        cls,
+        ctx: typer.Context | None,
+        backend: str | None,
+        user: str | None,
+        app_name: str | None,
+        timeout: str | None,
+    ) -> StoreScope:
+        return cls(
+            memory=_pick(ctx, backend, "memory"),
+            user=_pick(ctx, user, "user"),
+            app=_pick(ctx, app_name, "app"),
+            timeout=_pick(ctx, timeout, "timeout"),
+            parent=_parent_options(ctx),
+        )
+
+    def settings(self, soft: bool | None = None, search: str | None = None) -> Any:
+        return _settings(
+            memory=self.memory,
+            user=self.user,
+            app=self.app,
+            timeout=self.timeout,
+            search=search if search is not None else self.parent.get("search"),
+            soft_delete=soft,
+            env_file=self.parent.get("env_file"),
+        )
+
+
+#: The options that choose the store and the user: (parameter, setting).
+_STORE_OPTIONS = (("backend", "memory"), ("user", "user"), ("app_name", "app"), ("timeout", "timeout"))
+
+
+def store_options(func: Callable[..., None]) -> Callable[..., None]:
+    """Give a command --memory, --user, --app and --timeout where its ``scope: StoreScope``
+    parameter stands (so its help lists them in the same place), and hand them to it as one
+    StoreScope: the `memory` and `sessions` commands all take these four, and all read them the
+    same way. The command builds its settings when it is ready to (``delete`` checks its ID first)."""
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    parameters = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)]
+    for own in inspect.signature(func, eval_str=True).parameters.values():
+        if own.name != "scope":
+            parameters.append(own.replace(kind=keyword))
+            continue
+        parameters += [
+            inspect.Parameter(name, keyword, default=None, annotation=setting_option(setting))
+            for name, setting in _STORE_OPTIONS
+        ]
+
+    @functools.wraps(func)
+    def command(ctx: typer.Context, **kwargs: Any) -> None:
+        given = [kwargs.pop(name) for name, _ in _STORE_OPTIONS]
+        func(scope=StoreScope.of(ctx, *given), **kwargs)
+
+    command.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in parameters}
+    return command
 
 
 def _scope(settings: Any) -> str:
