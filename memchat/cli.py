@@ -16,7 +16,7 @@ import inspect
 import os
 import sys
 import textwrap
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeAlias, TypeVar
@@ -128,6 +128,15 @@ def _settings(**flags: Any) -> Any:
         _fail(str(exc))
 
 
+def _run_async(main: Coroutine[Any, Any, T]) -> T:
+    """Run a command's coroutine to the end; every expected failure (MemchatError) becomes
+    one line on stderr with exit code 2."""
+    try:
+        return asyncio.run(main)
+    except MemchatError as exc:
+        _fail(str(exc))
+
+
 def _run(settings: Any, action: Callable[[Any, Any], Awaitable[T]]) -> T:
     """Open the chosen backend, run ``action(service, key)``, close, and turn
     every expected failure into one line on stderr with exit code 2. Filling in
@@ -141,10 +150,7 @@ def _run(settings: Any, action: Callable[[Any, Any], Awaitable[T]]) -> T:
         async with create_service(settings, progress=ProgressPrinter(sys.stderr)) as svc:
             return await action(svc, UserKey(settings.app, settings.user))
 
-    try:
-        return asyncio.run(main())
-    except MemchatError as exc:
-        _fail(str(exc))
+    return _run_async(main())
 
 
 #: Options of the chat that later commands (`memchat --user alice memory list`) inherit.
@@ -178,11 +184,7 @@ def chat(
         raise typer.Exit(run_tui(settings))
     from .console import run_console
 
-    try:
-        code = asyncio.run(run_console(settings))
-    except MemchatError as exc:
-        _fail(str(exc))
-    raise typer.Exit(code)
+    raise typer.Exit(_run_async(run_console(settings)))
 
 
 def _say_offline_fallback(settings: Any) -> None:
@@ -230,12 +232,8 @@ def ask(
     _say_offline_fallback(settings)
     from .console import ask as ask_once
 
-    try:
-        code = asyncio.run(ask_once(settings, question.strip(), stdout=sys.stdout, stderr=sys.stderr,
-                                    verbose=verbose))  # fmt: skip
-    except MemchatError as exc:
-        _fail(str(exc))
-    raise typer.Exit(code)
+    answered = ask_once(settings, question.strip(), stdout=sys.stdout, stderr=sys.stderr, verbose=verbose)
+    raise typer.Exit(_run_async(answered))
 
 
 def _parent_options(ctx: typer.Context | None) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from .cli import (
     _fail,
     _parent_options,
     _run,
+    _run_async,
     _settings,
     _utf8,
     memory_app,
@@ -121,10 +122,7 @@ def _run_reading(settings: Any, action: Any) -> Any:
         async with service:
             return await action(service)
 
-    try:
-        return asyncio.run(main())
-    except MemchatError as exc:
-        _fail(str(exc))
+    return _run_async(main())
 
 
 @memory_app.command("import")

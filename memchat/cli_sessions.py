@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -17,6 +16,7 @@ from .cli import (
     _confirm,
     _fail,
     _refuse_unless_terminal,
+    _run_async,
     _scope,
     _utf8,
     store_options,
@@ -58,10 +58,7 @@ def _run(settings: Any, action: Callable[[Any, Any], Awaitable[T]]) -> T:
         finally:
             await recorder.close()
 
-    try:
-        return asyncio.run(main())
-    except MemchatError as exc:
-        _fail(str(exc))
+    return _run_async(main())
 
 
 async def _find(recorder: Any, session_id: str) -> Any:
@@ -122,7 +119,6 @@ def show_session(
     from .sessions_text import conversation_lines, when
 
     settings = scope.settings()
-
     info, records = _run(settings, lambda recorder, key: _find_with_records(recorder, key, session_id))
     if as_json:
         typer.echo(printable(to_json(info, records)).rstrip("\n"))
@@ -164,7 +160,6 @@ def export_session(
     except MemchatError as exc:
         _fail(str(exc))
     settings = scope.settings()
-
     info, records = _run(settings, lambda recorder, key: _find_with_records(recorder, key, session_id))
     text = export(info, records, chosen)
     if output is None:
