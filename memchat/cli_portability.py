@@ -78,7 +78,7 @@ def export_memories(
 
     async def action(svc: Any) -> str:
         store = svc.store
-        users = None
+        users = None  # neither --user nor --app given (here or before `memory`): every user's
         if scope.user is not None:
             users = [UserKey(settings.app, settings.user)]
         elif scope.app is not None:
