@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import inspect
 import os
 import sys
 import textwrap
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeAlias, TypeVar
 
@@ -101,6 +104,13 @@ def _stdin_is_terminal() -> bool:
         return False
 
 
+def _refuse_unless_terminal(doing: str) -> None:
+    """Before asking: with no one to answer (a script, a pipe) refuse to go on,
+    so that deleting for good always takes a person's "yes" or an explicit --yes."""
+    if not _stdin_is_terminal():
+        _fail(f"refusing to {doing} without confirmation (stdin is not a terminal): add --yes to confirm")
+
+
 def _confirm(question: str) -> None:
     """Ask on the terminal (on stderr, outside any event loop, so ctrl+c just
     aborts); "no" exits 1 with nothing changed."""
@@ -118,6 +128,15 @@ def _settings(**flags: Any) -> Any:
         _fail(str(exc))
 
 
+def _run_async(main: Coroutine[Any, Any, T]) -> T:
+    """Run a command's coroutine to the end; every expected failure (MemchatError) becomes
+    one line on stderr with exit code 2."""
+    try:
+        return asyncio.run(main)
+    except MemchatError as exc:
+        _fail(str(exc))
+
+
 def _run(settings: Any, action: Callable[[Any, Any], Awaitable[T]]) -> T:
     """Open the chosen backend, run ``action(service, key)``, close, and turn
     every expected failure into one line on stderr with exit code 2. Filling in
@@ -131,10 +150,7 @@ def _run(settings: Any, action: Callable[[Any, Any], Awaitable[T]]) -> T:
         async with create_service(settings, progress=ProgressPrinter(sys.stderr)) as svc:
             return await action(svc, UserKey(settings.app, settings.user))
 
-    try:
-        return asyncio.run(main())
-    except MemchatError as exc:
-        _fail(str(exc))
+    return _run_async(main())
 
 
 #: Options of the chat that later commands (`memchat --user alice memory list`) inherit.
@@ -168,11 +184,7 @@ def chat(
         raise typer.Exit(run_tui(settings))
     from .console import run_console
 
-    try:
-        code = asyncio.run(run_console(settings))
-    except MemchatError as exc:
-        _fail(str(exc))
-    raise typer.Exit(code)
+    raise typer.Exit(_run_async(run_console(settings)))
 
 
 def _say_offline_fallback(settings: Any) -> None:
@@ -208,7 +220,7 @@ def ask(
     """Ask once and print only the answer (stdout), like `llm`: memchat ask "what do I like?" or
     echo "what do I like?" | memchat ask. Same memory, tools and settings as the chat; the chat's
     options before `ask` apply too (memchat --preload 5 ask …)."""
-    parent = (ctx.find_root().obj or {}).get("chat", {})
+    parent = _parent_options(ctx).get("chat", {})
     flags = {**parent, **{k: v for k, v in flags.items() if v is not None}}
     if question is None:
         if _stdin_is_terminal():
@@ -220,39 +232,90 @@ def ask(
     _say_offline_fallback(settings)
     from .console import ask as ask_once
 
-    try:
-        code = asyncio.run(ask_once(settings, question.strip(), stdout=sys.stdout, stderr=sys.stderr,
-                                    verbose=verbose))  # fmt: skip
-    except MemchatError as exc:
-        _fail(str(exc))
-    raise typer.Exit(code)
+    answered = ask_once(settings, question.strip(), stdout=sys.stdout, stderr=sys.stderr, verbose=verbose)
+    raise typer.Exit(_run_async(answered))
 
 
-def _memory_settings(
-    ctx: typer.Context,
-    backend: str | None,
-    user: str | None,
-    app_name: str | None,
-    timeout: str | None,
-    soft: bool | None = None,
-    search: str | None = None,
-) -> Any:
-    # `memchat --user alice memory list` = `memchat memory list --user alice`; the option after
-    # `memory` wins. An empty --user is an empty user (an error), not "not given".
-    parent = (ctx.find_root().obj or {}) if ctx else {}
+def _parent_options(ctx: typer.Context | None) -> dict[str, Any]:
+    """The options given before the subcommand (`memchat --user alice memory list`):
+    chat() keeps them on the root context."""
+    return (ctx.find_root().obj or {}) if ctx else {}
 
-    def pick(value: str | None, name: str) -> str | None:
-        return value if value is not None else parent.get(name)
 
-    return _settings(
-        memory=pick(backend, "memory"),
-        user=pick(user, "user"),
-        app=pick(app_name, "app"),
-        timeout=pick(timeout, "timeout"),
-        search=pick(search, "search"),
-        soft_delete=soft,
-        env_file=parent.get("env_file"),
-    )
+def _pick(ctx: typer.Context | None, value: Any, name: str) -> Any:
+    """A subcommand's own option, else the same option given before the subcommand: the one
+    after wins. Only None is "not given" (an empty --user is an empty user, an error later)."""
+    return value if value is not None else _parent_options(ctx).get(name)
+
+
+@dataclass(frozen=True)
+class StoreScope:
+    """The store and the user a `memory` or `sessions` command works on, each picked
+    by :func:`_pick` (so `memchat --user alice memory list` = `memchat memory list --user alice`)."""
+
+    memory: str | None
+    user: str | None
+    app: str | None
+    timeout: str | None
+    parent: dict[str, Any]
+
+    @classmethod
+    def of(
+        cls,
+        ctx: typer.Context | None,
+        backend: str | None,
+        user: str | None,
+        app_name: str | None,
+        timeout: str | None,
+    ) -> StoreScope:
+        return cls(
+            memory=_pick(ctx, backend, "memory"),
+            user=_pick(ctx, user, "user"),
+            app=_pick(ctx, app_name, "app"),
+            timeout=_pick(ctx, timeout, "timeout"),
+            parent=_parent_options(ctx),
+        )
+
+    def settings(self, soft: bool | None = None, search: str | None = None) -> Any:
+        return _settings(
+            memory=self.memory,
+            user=self.user,
+            app=self.app,
+            timeout=self.timeout,
+            search=search if search is not None else self.parent.get("search"),
+            soft_delete=soft,
+            env_file=self.parent.get("env_file"),
+        )
+
+
+#: The options that choose the store and the user: (parameter, setting).
+_STORE_OPTIONS = (("backend", "memory"), ("user", "user"), ("app_name", "app"), ("timeout", "timeout"))
+
+
+def store_options(func: Callable[..., None]) -> Callable[..., None]:
+    """Give a command --memory, --user, --app and --timeout where its ``scope: StoreScope``
+    parameter stands (so its help lists them in the same place), and hand them to it as one
+    StoreScope: the `memory` and `sessions` commands all take these four, and all read them the
+    same way. The command builds its settings when it is ready to (``delete`` checks its ID first)."""
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    parameters = [inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)]
+    for own in inspect.signature(func, eval_str=True).parameters.values():
+        if own.name != "scope":
+            parameters.append(own.replace(kind=keyword))
+            continue
+        parameters += [
+            inspect.Parameter(name, keyword, default=None, annotation=setting_option(setting))
+            for name, setting in _STORE_OPTIONS
+        ]
+
+    @functools.wraps(func)
+    def command(ctx: typer.Context, **kwargs: Any) -> None:
+        given = [kwargs.pop(name) for name, _ in _STORE_OPTIONS]
+        func(scope=StoreScope.of(ctx, *given), **kwargs)
+
+    command.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in parameters}
+    return command
 
 
 def _scope(settings: Any) -> str:

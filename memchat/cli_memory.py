@@ -9,22 +9,19 @@ from typing import Annotated, Any
 
 import typer
 
-from . import cli  # (cli._stdin_is_terminal looked up at call time: tests stand in for it)
 from .cli import (
-    AppOpt,
-    BackendOpt,
     JsonOpt,
     SearchOpt,
-    TimeoutOpt,
-    UserOpt,
+    StoreScope,
     YesOpt,
     _confirm,
     _fail,
-    _memory_settings,
+    _refuse_unless_terminal,
     _run,
     _scope,
     _utf8,
     memory_app,
+    store_options,
 )
 from .cli_help import PlainHelpCommand
 from .engine.model import MemchatError
@@ -97,31 +94,27 @@ async def _resolve(svc: Any, key: Any, prefix: str) -> str:
 
 
 @memory_app.command("list", cls=PlainHelpCommand)
+@store_options
 def list_memories(
-    ctx: typer.Context,
-    backend: BackendOpt = None,
-    user: UserOpt = None,
-    app_name: AppOpt = None,
-    timeout: TimeoutOpt = None,
+    *,
+    scope: StoreScope,
     limit: Annotated[int, typer.Option("--limit", "-n", metavar="N", help="At most this many (0: all).")] = 0,
     deleted: Annotated[bool, typer.Option("--deleted", help="Include soft-deleted memories.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """List memories, newest first."""
-    settings = _memory_settings(ctx, backend, user, app_name, timeout)
+    settings = scope.settings()
     _print_entries(_run(settings, lambda svc, key: svc.read(key, limit, include_deleted=deleted)), as_json)
 
 
 @memory_app.command("search", cls=PlainHelpCommand)
+@store_options
 def search_memories(
-    ctx: typer.Context,
+    *,
     query: Annotated[
         str, typer.Argument(help="What to look for.", callback=_utf8("the search query"), metavar="QUERY")
     ],
-    backend: BackendOpt = None,
-    user: UserOpt = None,
-    app_name: AppOpt = None,
-    timeout: TimeoutOpt = None,
+    scope: StoreScope,
     search: SearchOpt = None,
     limit: Annotated[int, typer.Option("--limit", "-n", metavar="N", help="At most this many results.")] = 10,
     as_json: JsonOpt = False,
@@ -132,7 +125,7 @@ def search_memories(
 
     from .agent.factory import embedder_notice
 
-    settings = _memory_settings(ctx, backend, user, app_name, timeout, search=search)
+    settings = scope.settings(search=search)
     notice = embedder_notice(settings)
     if notice:
         typer.echo(notice, err=True)
@@ -142,8 +135,9 @@ def search_memories(
 
 
 @memory_app.command("add", cls=PlainHelpCommand)
+@store_options
 def add_memory(
-    ctx: typer.Context,
+    *,
     text: Annotated[
         str,
         typer.Argument(
@@ -156,13 +150,10 @@ def add_memory(
             "--topic", "-t", metavar="TOPIC", help="A topic tag (repeatable).", callback=_utf8("--topic")
         ),
     ] = None,
-    backend: BackendOpt = None,
-    user: UserOpt = None,
-    app_name: AppOpt = None,
-    timeout: TimeoutOpt = None,
+    scope: StoreScope,
 ) -> None:
     """Add a memory (adding the same text again just refreshes it)."""
-    settings = _memory_settings(ctx, backend, user, app_name, timeout)
+    settings = scope.settings()
     entry = _run(settings, lambda svc, key: svc.add(key, text, topics=topic or []))
     typer.echo(f"Added {entry.id}")
 
@@ -178,13 +169,11 @@ MemoryIdArg = Annotated[
 
 
 @memory_app.command("delete", cls=PlainHelpCommand)
+@store_options
 def delete_memory(
-    ctx: typer.Context,
+    *,
     memory_id: MemoryIdArg,
-    backend: BackendOpt = None,
-    user: UserOpt = None,
-    app_name: AppOpt = None,
-    timeout: TimeoutOpt = None,
+    scope: StoreScope,
     soft: Annotated[
         bool, typer.Option("--soft-delete/--hard-delete", help="Keep a restorable tombstone (default).")
     ] = True,
@@ -192,14 +181,10 @@ def delete_memory(
 ) -> None:
     """Delete one memory (restorable unless --hard-delete, which asks first)."""
     prefix = _checked_id(memory_id)
-    settings = _memory_settings(ctx, backend, user, app_name, timeout, soft)
+    settings = scope.settings(soft)
     target = ""
     if not soft and not yes:  # show what goes: look it up, ask, then delete exactly that ID
-        if not cli._stdin_is_terminal():
-            _fail(
-                f"refusing to delete memory {prefix} for good without confirmation "
-                "(stdin is not a terminal): add --yes to confirm"
-            )
+        _refuse_unless_terminal(f"delete memory {prefix} for good")
         entry = _run(settings, lambda svc, key: _lookup(svc, key, prefix))
         _confirm(
             f"Memory {entry.id[:12]} of {_scope(settings)}: {one_line(entry.memory.text)}\n"
@@ -217,13 +202,11 @@ def delete_memory(
 
 
 @memory_app.command("restore", cls=PlainHelpCommand)
+@store_options
 def restore_memory(
-    ctx: typer.Context,
+    *,
     memory_id: MemoryIdArg,
-    backend: BackendOpt = None,
-    user: UserOpt = None,
-    app_name: AppOpt = None,
-    timeout: TimeoutOpt = None,
+    scope: StoreScope,
 ) -> None:
     """Bring back a soft-deleted memory."""
     prefix = _checked_id(memory_id)
@@ -231,30 +214,24 @@ def restore_memory(
     async def action(svc: Any, key: Any) -> Any:
         return await svc.restore(key, await _resolve(svc, key, prefix))
 
-    entry = _run(_memory_settings(ctx, backend, user, app_name, timeout, True), action)
+    entry = _run(scope.settings(True), action)
     typer.echo(f"Restored {entry.id}: {one_line(entry.memory.text)}")
 
 
 @memory_app.command("clear", cls=PlainHelpCommand)
+@store_options
 def clear_memories(
-    ctx: typer.Context,
-    backend: BackendOpt = None,
-    user: UserOpt = None,
-    app_name: AppOpt = None,
-    timeout: TimeoutOpt = None,
+    *,
+    scope: StoreScope,
     soft: Annotated[
         bool, typer.Option("--soft-delete/--hard-delete", help="Keep restorable tombstones (default).")
     ] = True,
     yes: YesOpt = False,
 ) -> None:
     """Delete all of one user's memories (asks first; --yes does not)."""
-    settings = _memory_settings(ctx, backend, user, app_name, timeout, soft)
+    settings = scope.settings(soft)
     if not yes:
-        if not cli._stdin_is_terminal():
-            _fail(
-                f"refusing to delete every memory of {_scope(settings)} without confirmation "
-                "(stdin is not a terminal): add --yes to confirm"
-            )
+        _refuse_unless_terminal(f"delete every memory of {_scope(settings)}")
 
         async def counts(svc: Any, key: Any) -> tuple[int, int]:
             return await svc.count(key), await svc.count(key, include_deleted=True)
@@ -273,13 +250,11 @@ def clear_memories(
 
 
 @memory_app.command("count", cls=PlainHelpCommand)
+@store_options
 def count_memories(
-    ctx: typer.Context,
-    backend: BackendOpt = None,
-    user: UserOpt = None,
-    app_name: AppOpt = None,
-    timeout: TimeoutOpt = None,
+    *,
+    scope: StoreScope,
 ) -> None:
     """How many memories the user has."""
-    settings = _memory_settings(ctx, backend, user, app_name, timeout)
+    settings = scope.settings()
     typer.echo(str(_run(settings, lambda svc, key: svc.count(key))))

@@ -18,16 +18,17 @@ from typing import Annotated, Any, TextIO
 import typer
 
 from .cli import (
-    AppOpt,
     BackendOpt,
+    StoreScope,
     TimeoutOpt,
-    UserOpt,
     _fail,
-    _memory_settings,
+    _parent_options,
     _run,
+    _run_async,
     _settings,
     _utf8,
     memory_app,
+    store_options,
 )
 from .engine.model import MemchatError
 from .safe_text import printable
@@ -53,12 +54,10 @@ def _count(n: int, noun: str) -> str:
 
 
 @memory_app.command("export")
+@store_options
 def export_memories(
-    ctx: typer.Context,
-    backend: BackendOpt = None,
-    user: UserOpt = None,
-    app_name: AppOpt = None,
-    timeout: TimeoutOpt = None,
+    *,
+    scope: StoreScope,
     file_format: FormatOpt = "jsonl",
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write to this file instead of stdout.")
@@ -74,18 +73,15 @@ def export_memories(
     from memchat.engine.portability import ExportSummary, export_lines
 
     _check_format(file_format)
-    parent = (ctx.find_root().obj or {}) if ctx else {}
-    given_user = user if user is not None else parent.get("user")
-    given_app = app_name if app_name is not None else parent.get("app")
-    settings = _memory_settings(ctx, backend, user, app_name, timeout)
+    settings = scope.settings()
     summary = ExportSummary()
 
     async def action(svc: Any) -> str:
         store = svc.store
-        users = None
-        if given_user is not None:
+        users = None  # neither --user nor --app given (here or before `memory`): every user's
+        if scope.user is not None:
             users = [UserKey(settings.app, settings.user)]
-        elif given_app is not None:
+        elif scope.app is not None:
             users = [k for k in await store.users() if k.app == settings.app]
         if output is None:
             await _write(export_lines(store, users=users, with_vectors=vectors, summary=summary), sys.stdout)
@@ -126,10 +122,7 @@ def _run_reading(settings: Any, action: Any) -> Any:
         async with service:
             return await action(service)
 
-    try:
-        return asyncio.run(main())
-    except MemchatError as exc:
-        _fail(str(exc))
+    return _run_async(main())
 
 
 @memory_app.command("import")
@@ -147,7 +140,7 @@ def import_memories(
     from memchat.engine.portability import import_lines
 
     _check_format(file_format)
-    settings = _memory_settings(ctx, backend, None, None, timeout)
+    settings = StoreScope.of(ctx, backend, None, None, timeout).settings()
     if file == "-":
         stream: TextIO = sys.stdin
         name = "stdin"
@@ -216,7 +209,7 @@ def migrate_memories(
     from .agent.factory import create_service
     from .console import ProgressPrinter
 
-    parent = (ctx.find_root().obj or {}) if ctx else {}
+    parent = _parent_options(ctx)
     base = _settings(timeout=timeout or parent.get("timeout"), env_file=parent.get("env_file"))
     src = _side(base, source, from_dsn, "--from")
     dst = _side(base, target, to_dsn, "--to")

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -11,17 +10,16 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from .cli import (
-    AppOpt,
-    BackendOpt,
     JsonOpt,
-    TimeoutOpt,
-    UserOpt,
+    StoreScope,
     YesOpt,
+    _confirm,
     _fail,
-    _memory_settings,
+    _refuse_unless_terminal,
+    _run_async,
     _scope,
-    _stdin_is_terminal,
     _utf8,
+    store_options,
 )
 from .engine.model import MemchatError
 from .safe_text import one_line, printable, safe_json
@@ -60,10 +58,7 @@ def _run(settings: Any, action: Callable[[Any, Any], Awaitable[T]]) -> T:
         finally:
             await recorder.close()
 
-    try:
-        return asyncio.run(main())
-    except MemchatError as exc:
-        _fail(str(exc))
+    return _run_async(main())
 
 
 async def _find(recorder: Any, session_id: str) -> Any:
@@ -72,9 +67,16 @@ async def _find(recorder: Any, session_id: str) -> Any:
     return await find_session(recorder, session_id)
 
 
+async def _find_with_records(recorder: Any, key: Any, session_id: str) -> tuple[Any, Any]:
+    """The session (as :func:`_find` finds it) and everything recorded in it: what show and export print."""
+    info = await _find(recorder, session_id)
+    return info, await recorder.store.records(key, info.id)
+
+
 @sessions_app.command("list")
+@store_options
 def list_sessions(
-    ctx: typer.Context,
+    *,
     query: Annotated[
         str | None,
         typer.Option(
@@ -85,16 +87,13 @@ def list_sessions(
         ),
     ] = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many (0: all).")] = 0,
-    backend: BackendOpt = None,
-    user: UserOpt = None,
-    app_name: AppOpt = None,
-    timeout: TimeoutOpt = None,
+    scope: StoreScope,
     as_json: JsonOpt = False,
 ) -> None:
     """Saved sessions, most recently active first."""
     from .sessions_text import session_row
 
-    settings = _memory_settings(ctx, backend, user, app_name, timeout)
+    settings = scope.settings()
     sessions = _run(settings, lambda rec, key: rec.store.list(key, query=query or "", limit=max(0, limit)))
     if as_json:
         typer.echo(safe_json([s.to_dict() for s in sessions], indent=2))
@@ -108,26 +107,19 @@ def list_sessions(
 
 
 @sessions_app.command("show")
+@store_options
 def show_session(
-    ctx: typer.Context,
+    *,
     session_id: SessionArg,
-    backend: BackendOpt = None,
-    user: UserOpt = None,
-    app_name: AppOpt = None,
-    timeout: TimeoutOpt = None,
+    scope: StoreScope,
     as_json: JsonOpt = False,
 ) -> None:
     """One session: its details and the conversation."""
     from .sessions.export import to_json
     from .sessions_text import conversation_lines, when
 
-    settings = _memory_settings(ctx, backend, user, app_name, timeout)
-
-    async def action(recorder: Any, key: Any) -> Any:
-        info = await _find(recorder, session_id)
-        return info, await recorder.store.records(key, info.id)
-
-    info, records = _run(settings, action)
+    settings = scope.settings()
+    info, records = _run(settings, lambda recorder, key: _find_with_records(recorder, key, session_id))
     if as_json:
         typer.echo(printable(to_json(info, records)).rstrip("\n"))
         return
@@ -142,8 +134,9 @@ def show_session(
 
 
 @sessions_app.command("export")
+@store_options
 def export_session(
-    ctx: typer.Context,
+    *,
     session_id: SessionArg,
     fmt: Annotated[
         str | None,
@@ -157,10 +150,7 @@ def export_session(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write to this file (default: print it).")
     ] = None,
-    backend: BackendOpt = None,
-    user: UserOpt = None,
-    app_name: AppOpt = None,
-    timeout: TimeoutOpt = None,
+    scope: StoreScope,
 ) -> None:
     """A session as Markdown (to read or share) or JSON (everything, to process)."""
     from .sessions.export import export, format_for
@@ -169,13 +159,8 @@ def export_session(
         chosen = format_for(str(output or ""), fmt)
     except MemchatError as exc:
         _fail(str(exc))
-    settings = _memory_settings(ctx, backend, user, app_name, timeout)
-
-    async def action(recorder: Any, key: Any) -> Any:
-        info = await _find(recorder, session_id)
-        return info, await recorder.store.records(key, info.id)
-
-    info, records = _run(settings, action)
+    settings = scope.settings()
+    info, records = _run(settings, lambda recorder, key: _find_with_records(recorder, key, session_id))
     text = export(info, records, chosen)
     if output is None:
         typer.echo(printable(text).rstrip("\n"))
@@ -188,17 +173,15 @@ def export_session(
 
 
 @sessions_app.command("rename")
+@store_options
 def rename_session(
-    ctx: typer.Context,
+    *,
     session_id: SessionArg,
     title: Annotated[str, typer.Argument(help="The new title.", callback=_utf8("the title"))],
-    backend: BackendOpt = None,
-    user: UserOpt = None,
-    app_name: AppOpt = None,
-    timeout: TimeoutOpt = None,
+    scope: StoreScope,
 ) -> None:
     """Give a session another title."""
-    settings = _memory_settings(ctx, backend, user, app_name, timeout)
+    settings = scope.settings()
 
     async def action(recorder: Any, key: Any) -> Any:
         info = await _find(recorder, session_id)
@@ -209,31 +192,22 @@ def rename_session(
 
 
 @sessions_app.command("delete")
+@store_options
 def delete_session(
-    ctx: typer.Context,
+    *,
     session_id: SessionArg,
-    backend: BackendOpt = None,
-    user: UserOpt = None,
-    app_name: AppOpt = None,
-    timeout: TimeoutOpt = None,
+    scope: StoreScope,
     yes: YesOpt = False,
 ) -> None:
     """Delete a saved session for good (asks first; --yes does not). Memories are kept."""
-    settings = _memory_settings(ctx, backend, user, app_name, timeout)
+    settings = scope.settings()
     info = _run(settings, lambda recorder, key: _find(recorder, session_id))
     if not yes:
-        if not _stdin_is_terminal():
-            _fail(
-                f"refusing to delete session {info.id} without confirmation (stdin is not a terminal): "
-                "add --yes to confirm"
-            )
-        if not typer.confirm(
+        _refuse_unless_terminal(f"delete session {info.id}")
+        _confirm(
             f"Session {info.id} of {_scope(settings)}: {one_line(info.title)} "
             f"({info.message_count} messages)\n"
-            "Delete it for good (memories are kept)?",
-            default=False,
-            err=True,
-        ):
-            _fail("nothing was deleted", code=1)
+            "Delete it for good (memories are kept)?"
+        )
     _run(settings, lambda recorder, key: recorder.store.delete(key, info.id))
     typer.echo(f"Deleted session {info.id}")

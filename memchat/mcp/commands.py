@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 import typer
 
-from memchat.cli import SHARED, AppOpt, _fail, _settings, _utf8
+from memchat.cli import SHARED, AppOpt, _fail, _parent_options, _pick, _settings, _utf8
 from memchat.cli_options import takes_settings
 from memchat.engine.model import MemchatError
 from memchat.safe_text import one_line
@@ -25,15 +25,6 @@ mcp_app: typer.Typer = typer.Typer(
 )
 token_app = typer.Typer(help="Bearer tokens for `memchat mcp --http`.", no_args_is_help=True)
 mcp_app.add_typer(token_app, name="token")
-
-
-def _parent(ctx: typer.Context) -> dict[str, Any]:
-    return (ctx.find_root().obj or {}) if ctx else {}
-
-
-def _pick(ctx: typer.Context, value: Any, name: str) -> Any:
-    # `memchat --memory redis mcp` = `memchat mcp --memory redis`; the option after `mcp` wins.
-    return value if value is not None else _parent(ctx).get(name)
 
 
 @mcp_app.callback(invoke_without_command=True)
@@ -63,7 +54,7 @@ def serve(
             "over HTTP each request's token says who is calling: drop --user/--app, and create a "
             "token per user with `memchat mcp token create --user NAME`"
         )
-    settings = _settings(**flags, env_file=_parent(ctx).get("env_file"))
+    settings = _settings(**flags, env_file=_parent_options(ctx).get("env_file"))
     from .run import configure_logging, require_sdk, run_http, run_stdio
 
     configure_logging()
@@ -95,7 +86,7 @@ def _tokens(settings: Any) -> Any:
 
 
 def _token_store(ctx: typer.Context) -> Any:
-    return _tokens(_settings(env_file=_parent(ctx).get("env_file")))
+    return _tokens(_settings(env_file=_parent_options(ctx).get("env_file")))
 
 
 @token_app.command("create")
@@ -112,7 +103,9 @@ def create_token(
     """Create a token for one user (printed once, on stdout; only its hash is kept)."""
     from memchat.engine import UserKey
 
-    settings = _settings(user=user, app=_pick(ctx, app_name, "app"), env_file=_parent(ctx).get("env_file"))
+    settings = _settings(
+        user=user, app=_pick(ctx, app_name, "app"), env_file=_parent_options(ctx).get("env_file")
+    )
     store = _tokens(settings)
     try:
         token, record = store.create(UserKey(settings.app, settings.user))

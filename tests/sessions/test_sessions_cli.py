@@ -136,9 +136,6 @@ def test_delete_on_a_terminal_asks_and_no_keeps_it(env, monkeypatch) -> None:
     chat(env, "hello\n/exit\n")
     [only] = session_ids()
     monkeypatch.setattr(cli_module, "_stdin_is_terminal", lambda: True)
-    import memchat.cli_sessions as cli_sessions
-
-    monkeypatch.setattr(cli_sessions, "_stdin_is_terminal", lambda: True)
     kept = run("sessions", "delete", only, input="n\n")
     assert kept.exit_code == 1 and "Delete it for good" in kept.stderr and session_ids() == [only]
     assert run("sessions", "delete", only, input="y\n").exit_code == 0 and session_ids() == []
