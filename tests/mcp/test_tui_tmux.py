@@ -14,7 +14,7 @@ import pytest
 from tests.support import require
 from tests.tui.test_tmux_e2e import Tmux
 
-from .support import MEMCHAT, clean_env, payload, resource_json
+from .support import clean_env, payload, resource_json
 
 
 @pytest.fixture
@@ -39,23 +39,7 @@ async def test_mcp_and_the_tui_see_each_others_memories(tmux: Tmux, stdio, tmp_p
     )
     keep = ("SQLITE_MEMORY_DSN", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "HOME", "PATH", "TERM", "LANG", "LC_ALL",
             "MEMCHAT_EMBEDDER")  # fmt: skip
-    command = " ".join(["env", "-i", *(f"{k}={env[k]}" for k in keep), str(MEMCHAT), "--memory", "sqlite"])
-    tmux(
-        "-f",
-        "/dev/null",
-        "new-session",
-        "-d",
-        "-s",
-        "memchat",
-        "-x",
-        "120",
-        "-y",
-        "40",
-        "-c",
-        str(tmp_path),
-        command,
-    )
-    tmux("set-option", "-t", "memchat", "remain-on-exit", "on")
+    tmux.start_memchat(tmp_path, {k: env[k] for k in keep}, "--memory", "sqlite")
     tmux.wait_for("Memory chat ready!", "memory sqlite")
     tmux("send-keys", "-t", "memchat", "C-b")
     tmux.wait_for("No memories yet.")

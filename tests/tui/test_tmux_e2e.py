@@ -30,6 +30,14 @@ class Tmux:
             ["tmux", "-L", self.socket, *args], capture_output=True, timeout=10, check=check
         )
 
+    def start_memchat(self, cwd: Path, env: dict[str, str], *args: str) -> None:
+        """``memchat *args`` in a 120x40 session named "memchat", with only ``env``
+        (``env -i``), kept on screen after it exits so a test can read its end."""
+        command = " ".join(["env", "-i", *(f"{k}={v}" for k, v in env.items()), str(MEMCHAT), *args])
+        size = ("-x", "120", "-y", "40")
+        self("-f", "/dev/null", "new-session", "-d", "-s", "memchat", *size, "-c", str(cwd), command)
+        self("set-option", "-t", "memchat", "remain-on-exit", "on")
+
     def screen(self) -> str:
         return self("capture-pane", "-p", "-t", "memchat").stdout.decode("utf-8", "replace")
 
@@ -67,12 +75,7 @@ def test_seed_demo_in_a_real_terminal(tmux: Tmux, tmp_path: Path) -> None:
         "HOME": str(tmp_path),
         "PATH": os.environ.get("PATH", ""),
     }
-    command = " ".join(
-        ["env", "-i", *(f"{k}={v}" for k, v in env.items()), str(MEMCHAT), "--memory", "sqlite"]
-    )
-    size = ("-x", "120", "-y", "40")
-    tmux("-f", "/dev/null", "new-session", "-d", "-s", "memchat", *size, "-c", str(tmp_path), command)
-    tmux("set-option", "-t", "memchat", "remain-on-exit", "on")
+    tmux.start_memchat(tmp_path, env, "--memory", "sqlite")
     screen = tmux.wait_for("Memory chat ready!", "memory sqlite")
     assert "model offline" in screen and "memory-session-" in screen
 

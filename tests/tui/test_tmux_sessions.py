@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from .test_tmux_e2e import MEMCHAT, Tmux, tmux
+from .test_tmux_e2e import Tmux, tmux
 
 __all__ = ["tmux"]
 
@@ -23,25 +23,7 @@ def start(tmux: Tmux, tmp_path: Path, *args: str) -> None:
         "HOME": str(tmp_path),
         "PATH": os.environ.get("PATH", ""),
     }
-    command = " ".join(
-        ["env", "-i", *(f"{k}={v}" for k, v in env.items()), str(MEMCHAT), "--memory", "sqlite", *args]
-    )
-    tmux(
-        "-f",
-        "/dev/null",
-        "new-session",
-        "-d",
-        "-s",
-        "memchat",
-        "-x",
-        "120",
-        "-y",
-        "40",
-        "-c",
-        str(tmp_path),
-        command,
-    )
-    tmux("set-option", "-t", "memchat", "remain-on-exit", "on")
+    tmux.start_memchat(tmp_path, env, "--memory", "sqlite", *args)
     tmux.wait_for("Memory chat ready!", "● ready")
 
 
