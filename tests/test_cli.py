@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from memchat import cli
 from memchat.engine import ConfigError, Entry, UserKey, memory_id
 from memchat.settings import Settings
+from tests.support import clean_cli_environment
 
 MEMCHAT = Path(sys.executable).with_name("memchat")
 
@@ -31,18 +32,7 @@ RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # what a terminal acts on
 @pytest.fixture
 def env(tmp_path, monkeypatch) -> dict[str, str]:
     """A clean environment: SQLite in tmp_path, no config file, no MEMCHAT_* variables."""
-    for name in list(os.environ):
-        if name.startswith(("MEMCHAT_", "OPENAI_", "SQLITE")):
-            monkeypatch.delenv(name)
-    values = {
-        "SQLITE_MEMORY_DSN": str(tmp_path / "memories.db"),
-        "XDG_CONFIG_HOME": str(tmp_path / "config"),
-        "XDG_DATA_HOME": str(tmp_path / "data"),
-    }
-    for name, value in values.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.chdir(tmp_path)
-    return values
+    return clean_cli_environment(tmp_path, monkeypatch)
 
 
 def run(*args: str, input: str | None = None):

@@ -14,24 +14,13 @@ import pytest
 from typer.testing import CliRunner
 
 from memchat import cli
+from tests.support import clean_cli_environment
 
 
 @pytest.fixture
 def env(tmp_path, monkeypatch) -> dict[str, str]:
     """SQLite in tmp_path, no config file, no MEMCHAT_* variables, keyword search (no model to load)."""
-    for name in list(os.environ):
-        if name.startswith(("MEMCHAT_", "OPENAI_", "SQLITE")):
-            monkeypatch.delenv(name)
-    values = {
-        "SQLITE_MEMORY_DSN": str(tmp_path / "memories.db"),
-        "XDG_CONFIG_HOME": str(tmp_path / "config"),
-        "XDG_DATA_HOME": str(tmp_path / "data"),
-        "MEMCHAT_EMBEDDER": "none",
-    }
-    for name, value in values.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.chdir(tmp_path)
-    return values
+    return clean_cli_environment(tmp_path, monkeypatch, MEMCHAT_EMBEDDER="none")
 
 
 def chat(env: dict[str, str], stdin: str, *args: str) -> subprocess.CompletedProcess[str]:
