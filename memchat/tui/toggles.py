@@ -36,7 +36,7 @@ class Toggles(AppHost):
 
     def watch_theme(self, theme: str) -> None:
         if theme != (self.settings.theme or "textual-dark") and self.is_running:
-            self.remember({("tui", "theme"): theme})
+            self.remember(theme=theme)
 
     async def action_toggle_streaming(self) -> None:
         self.streaming = not self.streaming
@@ -49,7 +49,7 @@ class Toggles(AppHost):
             else "🔁 Streaming off: answers appear whole when ready."
         )
         await self.chat.chat_log.add_note(text, "info")
-        self.remember({("model", "streaming"): self.streaming})
+        self.remember(streaming=self.streaming)
 
     def action_toggle_tool_panels(self) -> None:
         """Open every tool-call panel, or fold them all to one line each."""
@@ -64,11 +64,19 @@ class Toggles(AppHost):
             title="Tool panels",
             timeout=3,
         )  # fmt: skip
-        self.remember({("tui", "tool_panels"): "expanded" if self.tools_expanded else "compact"})
+        self.remember(tool_panels="expanded" if self.tools_expanded else "compact")
 
-    def remember(self, values: dict[tuple[str, str], bool | str]) -> None:
-        """Save run-time choices in the config file the settings came from (or the user's)."""
+    def remember(self, **choices: bool | str) -> None:
+        """Save run-time choices (settings by name) in the config file the settings
+        came from (or the user's), under each setting's declared config key."""
+        from memchat.settings import SPECS
+
         if self.settings.preferences_file:
+            values: dict[tuple[str, str], bool | str] = {}
+            for name, value in choices.items():
+                key = SPECS[name].config
+                assert key is not None, f"{name} has no config key to be remembered under"
+                values[key] = value
             self._save_preferences(self.settings.preferences_file, values)
 
     @work(thread=True, group="preferences", exit_on_error=False)
