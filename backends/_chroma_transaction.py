@@ -51,12 +51,16 @@ class ChromaTransaction:
         self._store, self._key = store, key
         #: memory ID → pending write, or None: removed.
         self.pending: dict[str, PendingWrite | None] = {}
+        #: memory ID → the stored entry the section read (None: none), so the
+        #: keyword index knows what a write replaces without reading it again.
+        self.stored: dict[str, Entry | None] = {}
 
     async def get(self, memory_id: str) -> Entry | None:
         if memory_id in self.pending:
             write = self.pending[memory_id]
             return write.entry if write is not None else None
-        return await self._store.get(self._key, memory_id)
+        entry = self.stored[memory_id] = await self._store.get(self._key, memory_id)
+        return entry
 
     async def put(self, entry: Entry, vector: Sequence[float] | None = None) -> None:
         if entry.app != self._key.app or entry.user != self._key.user:

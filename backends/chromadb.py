@@ -37,7 +37,7 @@ import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 import chromadb
@@ -73,6 +73,8 @@ from ._chroma_client import (
     safe_url,
     validate_collection_name,
 )
+from ._chroma_entries import EntryCache
+from ._chroma_index import ChromaKeywordIndex, IndexPlan, index_collection_name, record_of
 from ._chroma_records import (
     MARK_META,
     chunks,
@@ -82,15 +84,17 @@ from ._chroma_records import (
     record_metadata,
     user_filter,
 )
+from ._chroma_search import PAGE_SIZE, ChromaSearch
 from ._chroma_transaction import LOCKS, ChromaTransaction, PendingWrite, stripe
 from .base import Capabilities, bounded_lock, checked_vector, resolve_timeout
+
+if TYPE_CHECKING:
+    from memchat.engine.vectors import ProgressCallback
 
 T = TypeVar("T")
 
 #: The offline MiniLM embedder's dimension.
 DEFAULT_DIMENSION = 384
-#: Records read per request, and written per request at most.
-PAGE_SIZE = 500
 #: A backstop for opening (the embedded store's first start is slow); every
 #: HTTP request is bounded by the store's timeout.
 OPEN_TIMEOUT_S = 60.0
@@ -99,13 +103,9 @@ OPEN_TIMEOUT_S = 60.0
 # -- the store --------------------------------------------------------------------
 
 
-#: How many more neighbours than asked for an approximate (HNSW) search fetches.
-OVERFETCH = 4
-
-
-class ChromaStore:
+class ChromaStore(ChromaSearch):
     name = "chromadb"
-    capabilities = Capabilities(vector_search=True, persistent=True)
+    capabilities = Capabilities(vector_search=True, persistent=True, native_keyword_search=True)
     #: The collection's dimension is fixed when it is created.
     fixed_dimension = True
 
@@ -187,6 +187,13 @@ class ChromaStore:
         self._client: Any = None
         self._collection: Any = None
         self._open_lock: asyncio.Lock | None = None
+        #: The keyword index's collection (backends/_chroma_index.py), and whether
+        #: it matches the memories (until then searches read every memory).
+        self._index: ChromaKeywordIndex | None = None
+        self._index_ready = False
+        self._entries = EntryCache()
+        #: Told how far building the keyword index on open has got.
+        self.progress: ProgressCallback | None = None
 
     def describe(self) -> str:
         where = self.location if self.url else f"embedded, {self.location}"
@@ -237,6 +244,7 @@ class ChromaStore:
                     f"{self.name} backend at {self.location}: the Chroma server did not answer within "
                     f"{OPEN_TIMEOUT_S:.0f} s: check that it is running and reachable, or set {ENV_URL}"
                 ) from None
+            await self._ensure_keyword_index()
 
     def _connect(self) -> None:
         if self._client is None:
@@ -252,15 +260,24 @@ class ChromaStore:
                 if self.url
                 else embedded_client(self.path or default_path(), tenant=self.tenant, database=self.database)
             )
-        self._collection = open_collection(
+        collection = open_collection(
             self._client,
             self.collection_name,
             self.dimension,
             where=f"{self.name} backend at {self.location}",
         )
+        # Named by the memories collection's ID: one made again gets a fresh index.
+        index = self._client.get_or_create_collection(
+            index_collection_name(collection.id), embedding_function=None, metadata={"memchat_index": 1}
+        )
+        self._index, self._index_ready = ChromaKeywordIndex(index), False
+        self._entries.clear()
+        self._collection = collection
 
     async def close(self) -> None:
         client, self._client, self._collection = self._client, None, None
+        self._index, self._index_ready = None, False
+        self._entries.clear()
         if client is not None and hasattr(client, "close"):
             # Closing releases a shared cache entry; a failure leaves nothing to save.
             with contextlib.suppress(Exception):
@@ -321,58 +338,6 @@ class ChromaStore:
                 return record_entry(document, meta)
         return None
 
-    async def count(self, key: UserKey, *, include_deleted: bool = False) -> int:
-        return len(await self.record_ids(user_filter(key, active=not include_deleted)))
-
-    async def keyword_candidates(self, key: UserKey, query: str) -> list[Entry]:
-        return await self.list(key)
-
-    async def vector_candidates(self, key: UserKey, vector: Sequence[float], k: int) -> list[Entry]:
-        """Up to ``k`` of the user's active memories nearest to ``vector``,
-        best first, ``score`` = 1 − cosine distance (not clamped)."""
-        if k <= 0:
-            return []
-        query = self.check_vector(vector)
-        collection = await self._ready()
-        # Chroma's filtered HNSW search is approximate: ask for more than k and
-        # keep the k nearest, and if it still returns fewer than the user has,
-        # rank the user's vectors exactly instead.
-        wanted = max(k * OVERFETCH, k)
-        found = await self._call(
-            "searching",
-            collection.query,
-            query_embeddings=[query],
-            n_results=wanted,
-            where=user_filter(key, active=True, embedded=True),
-            include=["documents", "metadatas", "distances"],
-        )
-        rows = zip(found["documents"][0], found["metadatas"][0], found["distances"][0], strict=True)
-        entries = [record_entry(document, meta).with_score(1.0 - float(d)) for document, meta, d in rows]
-        # Fewer than asked for while the user has more: the filter starved the search.
-        if len(entries) < wanted and len(entries) < await self.count(key):
-            entries = await self._exact_candidates(collection, key, query)
-        return sorted(entries, key=lambda e: (-e.score, e.id))[:k]
-
-    async def _exact_candidates(self, collection: Any, key: UserKey, query: Sequence[float]) -> list[Entry]:
-        import numpy as np
-
-        records = await self._call(
-            "searching",
-            collection.get,
-            where=user_filter(key, active=True, embedded=True),
-            include=["documents", "metadatas", "embeddings"],
-        )
-        if not records["ids"]:
-            return []
-        matrix = np.asarray(records["embeddings"], dtype=np.float32)
-        q = np.asarray(query, dtype=np.float32)
-        norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(q) or 1.0)
-        scores = (matrix @ q) / np.where(norms == 0, 1.0, norms)
-        return [
-            record_entry(document, meta).with_score(float(score))
-            for document, meta, score in zip(records["documents"], records["metadatas"], scores, strict=True)
-        ]
-
     # -- writes ------------------------------------------------------------
 
     def _user_lock(self, key: UserKey) -> asyncio.Lock:
@@ -385,23 +350,27 @@ class ChromaStore:
             tx = ChromaTransaction(self, key)
             result = await work(tx)
             if tx.pending:
-                await self._apply(key, tx.pending)
+                await self._apply(key, tx)
             return result
 
-    async def _apply(self, key: UserKey, pending: Mapping[str, PendingWrite | None]) -> None:
-        """Send a section's writes: one upsert, then the removals, then verify."""
+    async def _apply(self, key: UserKey, tx: ChromaTransaction) -> None:
+        """Send a section's writes: the keyword index marked dirty, one upsert, then
+        the removals, then verify; then the index (backends/_chroma_index.py)."""
         collection = await self._ready()
+        pending = tx.pending
         writes = {record_id(key, mid): w for mid, w in pending.items() if w is not None}
         removals = [record_id(key, mid) for mid, w in pending.items() if w is None]
-        keep = [rid for rid, w in writes.items() if w.vector is None and not w.fresh]
-        stored: dict[str, list[float]] = {}
-        if keep:
-            found = await self._call("reading", collection.get, ids=keep, include=["embeddings", "metadatas"])
-            for rid, embedding, meta in zip(
-                found["ids"], found["embeddings"], found["metadatas"], strict=True
-            ):
-                if meta and meta.get("has_embedding"):
-                    stored[rid] = [float(x) for x in embedding]
+        index = self._index if self._index_ready else None
+        stored, before = await self._replaced(key, tx, index is not None)
+        taken = self._entries.take(key)
+        plan: IndexPlan | None = None
+        if index is not None:
+            changes = [
+                (mid, record_of(before.get(mid)), record_of(w.entry if w else None))
+                for mid, w in pending.items()
+            ]
+            plan = await self._call("writing", index.prepare, key, changes)
+            await self._call("writing", index.mark_dirty, key)
         ids, embeddings, documents, metadatas = [], [], [], []
         for rid, write in writes.items():
             vector = write.vector if write.vector is not None else stored.get(rid)
@@ -430,6 +399,41 @@ class ChromaStore:
                     ) from exc
                 raise
         await self._verify(writes, removals)
+        if index is not None and plan is not None:
+            if plan.rebuild:  # an earlier section did not finish
+                await self._call("indexing", index.rebuild, key, await self.list(key))
+                return
+            version = await self._call("writing", index.commit, plan)
+            written = {record_id(key, mid): (w.entry if w else None) for mid, w in pending.items()}
+            self._entries.carry(key, taken, plan.before.version if plan.before else "", version, written)
+
+    async def _replaced(
+        self, key: UserKey, tx: ChromaTransaction, for_index: bool
+    ) -> tuple[dict[str, list[float]], dict[str, Entry | None]]:
+        """(record ID → stored embedding of the writes that keep theirs, memory ID →
+        the entry each write replaces): one read, of what the section did not read."""
+        writes = {record_id(key, mid): w for mid, w in tx.pending.items() if w is not None}
+        keep = {rid for rid, w in writes.items() if w.vector is None and not w.fresh}
+        before = dict(tx.stored)
+        unknown = {record_id(key, mid): mid for mid in tx.pending if mid not in before} if for_index else {}
+        stored: dict[str, list[float]] = {}
+        if not keep and not unknown:
+            return stored, before
+        include = ["metadatas", *(["embeddings"] if keep else []), *(["documents"] if unknown else [])]
+        collection = await self._ready()
+        found = await self._call(
+            "reading", collection.get, ids=sorted(keep | unknown.keys()), include=include
+        )
+        embeddings = found.get("embeddings")
+        documents = found.get("documents")
+        for i, (rid, meta) in enumerate(zip(found["ids"], found["metadatas"], strict=True)):
+            if not meta:
+                continue
+            if rid in keep and embeddings is not None and meta.get("has_embedding"):
+                stored[rid] = [float(x) for x in embeddings[i]]
+            if rid in unknown and meta.get("app_name") == key.app and meta.get("user_id") == key.user:
+                before[unknown[rid]] = record_entry(documents[i] if documents else None, meta)
+        return stored, before
 
     async def _verify(self, writes: Mapping[str, PendingWrite], removals: Iterable[str]) -> None:
         removals = list(removals)
@@ -529,33 +533,42 @@ class ChromaStore:
     async def clear(self, key: UserKey, *, deleted_at: datetime | None) -> int:
         collection = await self._ready()
         async with bounded_lock(self._user_lock(key), self.timeout, "this user's other writes"):
-            active = await self.record_ids(user_filter(key, active=True))
-            if deleted_at is None:
-                await self._call("clearing", collection.delete, where=user_filter(key, active=False))
-                left = await self._call(
-                    "verifying", collection.get, where=user_filter(key, active=False), limit=1, include=[]
+            index = self._index if self._index_ready else None
+            self._entries.drop(key)
+            if index is not None:
+                await self._call("writing", index.mark_dirty, key)
+            cleared = await self._clear(collection, key, deleted_at)
+            if index is not None:  # no active memory is left to index
+                await self._call("writing", index.rebuild, key, [])
+            return cleared
+
+    async def _clear(self, collection: Any, key: UserKey, deleted_at: datetime | None) -> int:
+        """Tombstone or delete the user's memories (under the user's lock); how many were active."""
+        active = await self.record_ids(user_filter(key, active=True))
+        if deleted_at is None:
+            await self._call("clearing", collection.delete, where=user_filter(key, active=False))
+            left = await self._call(
+                "verifying", collection.get, where=user_filter(key, active=False), limit=1, include=[]
+            )
+            if left["ids"]:
+                raise BackendError(
+                    f"{self.name} backend at {self.location}: clearing left memories behind: run it again"
                 )
-                if left["ids"]:
-                    raise BackendError(
-                        f"{self.name} backend at {self.location}: clearing left memories behind: run it again"
-                    )
-                return len(active)
-            stamp = {"deleted_at_us": to_micros(deleted_at)}
-            for batch in chunks(active, PAGE_SIZE):
-                # Metadata only: update merges it into each record, text and embedding stay.
-                await self._call(
-                    "clearing", collection.update, ids=list(batch), metadatas=[stamp] * len(batch)
-                )
-            for batch in chunks(active, PAGE_SIZE):
-                found = await self._call("verifying", collection.get, ids=list(batch), include=["metadatas"])
-                if len(found["ids"]) != len(batch) or any(
-                    (m or {}).get("deleted_at_us") != stamp["deleted_at_us"] for m in found["metadatas"]
-                ):
-                    raise BackendError(
-                        f"{self.name} backend at {self.location}: clearing did not mark every "
-                        "memory deleted: run it again"
-                    )
             return len(active)
+        stamp = {"deleted_at_us": to_micros(deleted_at)}
+        for batch in chunks(active, PAGE_SIZE):
+            # Metadata only: update merges it into each record, text and embedding stay.
+            await self._call("clearing", collection.update, ids=list(batch), metadatas=[stamp] * len(batch))
+        for batch in chunks(active, PAGE_SIZE):
+            found = await self._call("verifying", collection.get, ids=list(batch), include=["metadatas"])
+            if len(found["ids"]) != len(batch) or any(
+                (m or {}).get("deleted_at_us") != stamp["deleted_at_us"] for m in found["metadatas"]
+            ):
+                raise BackendError(
+                    f"{self.name} backend at {self.location}: clearing did not mark every "
+                    "memory deleted: run it again"
+                )
+        return len(active)
 
     # Last in the class: below it, ``list`` would name this method, not the builtin.
     async def list(self, key: UserKey, *, limit: int = 0, include_deleted: bool = False) -> list[Entry]:

@@ -1,0 +1,215 @@
+"""The read path of searches of the Chroma store (``ChromaStore``'s mixin, kept
+apart so each module stays small): keyword candidates from the index collection
+(backends/_chroma_index.py), nearest neighbours from Chroma's HNSW index, and
+the memories behind both read only when this process has not read them at the
+user's current index version (backends/_chroma_entries.py).
+
+A Chroma server spends far more on a record's document and metadata than on
+finding it, so searches ask Chroma for IDs and distances only and read the
+documents of just the memories they return.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from memchat.engine.model import Entry, UserKey
+from memchat.engine.search.index import KeywordStats
+from memchat.engine.vectors import IndexingProgress, ProgressCallback, report_progress
+
+from ._chroma_index import INDEX_META, ChromaKeywordIndex, UserStats, index_version, ranker
+from ._chroma_records import chunks, record_entry, record_id, user_filter
+
+if TYPE_CHECKING:
+    from memchat.engine.search.candidates import KeywordPlanner
+
+    from ._chroma_entries import EntryCache
+    from ._chroma_transaction import ChromaTransaction
+
+T = TypeVar("T")
+
+#: How many more neighbours than asked for an approximate (HNSW) search fetches.
+OVERFETCH = 4
+#: Records read per request.
+PAGE_SIZE = 500
+
+
+class ChromaSearch:
+    """``ChromaStore``'s searches and its keyword index upkeep on open (see the module docstring)."""
+
+    if TYPE_CHECKING:
+        name: str
+        _index: ChromaKeywordIndex | None
+        _index_ready: bool
+        _entries: EntryCache
+        progress: ProgressCallback | None
+
+        async def _call(self, action: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
+        async def _ready(self) -> Any: ...
+        async def record_ids(self, where: dict[str, Any]) -> builtins.list[str]: ...
+        async def users(self) -> builtins.list[UserKey]: ...
+        async def read_meta(self, name: str) -> str | None: ...
+        async def write_meta(self, name: str, value: str) -> None: ...
+        async def list(
+            self, key: UserKey, *, limit: int = 0, include_deleted: bool = False
+        ) -> builtins.list[Entry]: ...
+        async def atomic(self, key: UserKey, work: Callable[[ChromaTransaction], Any]) -> Any: ...
+        def check_vector(self, vector: Sequence[float]) -> builtins.list[float]: ...
+
+    # -- the keyword index ---------------------------------------------------
+
+    async def _user_stats(self, key: UserKey) -> UserStats | None:
+        """The user's index statistics when they can be trusted, else None."""
+        if not self._index_ready or self._index is None:
+            return None
+        stats = await self._call("reading", self._index.stats, key)
+        if stats is None:
+            return UserStats(0, (0, 0, 0, 0), "", False)
+        return None if stats.dirty else stats
+
+    async def _ensure_keyword_index(self) -> None:
+        """Index a collection made before the keyword index (or changed by a memchat
+        that did not keep it), user by user, each under its user's lock."""
+        index = self._index
+        if index is None:
+            return
+        active = len(await self.record_ids({"deleted_at_us": 0}))
+        if await self.read_meta(INDEX_META) == index_version():
+            every = await self._call("reading the keyword index", index.every_stats)
+            if sum(s.active for s in every.values()) == active and not any(s.dirty for s in every.values()):
+                self._index_ready = True
+                return
+        else:
+            every = {}
+        keys = sorted({*await self.users(), *every}, key=lambda k: (k.app, k.user))
+        done = 0
+        await report_progress(self.progress, IndexingProgress(done, active))
+        for key in keys:
+
+            async def rebuild(tx: ChromaTransaction, key: UserKey = key) -> int:
+                entries = await self.list(key)
+                self._entries.drop(key)
+                await self._call("indexing", index.rebuild, key, entries)
+                return len(entries)
+
+            done += await self.atomic(key, rebuild)
+            await report_progress(self.progress, IndexingProgress(done, active))
+        await self.write_meta(INDEX_META, index_version())
+        self._index_ready = True
+
+    async def keyword_candidates(self, key: UserKey, query: str) -> builtins.list[Entry]:
+        return await self.list(key)
+
+    async def indexed_keyword_candidates(
+        self, key: UserKey, space: str, terms: Sequence[str], planner: KeywordPlanner | None = None
+    ) -> tuple[builtins.list[Entry], KeywordStats | None]:
+        """The active memories holding one of ``terms`` (with a ``planner``, its
+        best-ranked ones: search/candidates.py) and the user's statistics; every
+        active memory and no statistics while the index is not to be trusted."""
+        index = self._index
+        if not self._index_ready or index is None:
+            return await self.list(key), None
+        terms = list(dict.fromkeys(terms))
+        stats, postings = await self._call("searching", index.read, key, terms)
+        if stats is not None and stats.dirty:
+            return await self.list(key), None
+        ids, found = ranker(stats, postings).lookup(space, terms, planner)
+        version = stats.version if stats is not None else ""
+        entries = await self._active_entries(key, version, [record_id(key, mid) for mid in ids])
+        return entries, found
+
+    async def _active_entries(
+        self, key: UserKey, version: str | None, ids: Sequence[str]
+    ) -> builtins.list[Entry]:
+        """The user's active memories of the record ``ids``, in that order: from the
+        cache at ``version`` (None: the index cannot vouch for it), the rest read."""
+        cached = self._entries.at(key, version) if version is not None else {}
+        missing = [rid for rid in ids if rid not in cached]
+        if missing:
+            collection = await self._ready()
+
+            def fetch() -> builtins.list[tuple[str, Entry]]:
+                read: builtins.list[tuple[str, Entry]] = []
+                for batch in chunks(missing, PAGE_SIZE):
+                    page = collection.get(ids=list(batch), include=["documents", "metadatas"])
+                    for rid, document, meta in zip(
+                        page["ids"], page["documents"], page["metadatas"], strict=True
+                    ):
+                        if meta and meta.get("app_name") == key.app and meta.get("user_id") == key.user:
+                            read.append((rid, record_entry(document, meta)))
+                return read
+
+            cached = dict(cached) if version is None else cached
+            cached.update(await self._call("reading", fetch))
+        return [entry for rid in ids if (entry := cached.get(rid)) is not None and not entry.is_deleted]
+
+    # -- nearest neighbours ----------------------------------------------------
+
+    async def count(self, key: UserKey, *, include_deleted: bool = False) -> int:
+        if not include_deleted:
+            stats = await self._user_stats(key)
+            if stats is not None:  # one record read; counting reads every record's ID
+                return stats.active
+        return len(await self.record_ids(user_filter(key, active=not include_deleted)))
+
+    async def vector_candidates(self, key: UserKey, vector: Sequence[float], k: int) -> builtins.list[Entry]:
+        """Up to ``k`` of the user's active memories nearest to ``vector``,
+        best first, ``score`` = 1 − cosine distance (not clamped)."""
+        if k <= 0:
+            return []
+        query = self.check_vector(vector)
+        collection = await self._ready()
+        # Chroma's filtered HNSW search is approximate: ask for more than k and
+        # keep the k nearest, and if it still returns fewer than the user has,
+        # rank the user's vectors exactly instead.
+        wanted = max(k * OVERFETCH, k)
+        found, stats = await asyncio.gather(
+            self._call(
+                "searching",
+                collection.query,
+                query_embeddings=[query],
+                n_results=wanted,
+                where=user_filter(key, active=True, embedded=True),
+                include=["distances"],
+            ),
+            self._user_stats(key),
+        )
+        scores = {rid: 1.0 - float(d) for rid, d in zip(found["ids"][0], found["distances"][0], strict=True)}
+        # Fewer than asked for while the user has more: the filter starved the search.
+        if len(scores) < wanted:
+            active = stats.active if stats is not None else await self.count(key)
+            if len(scores) < active:
+                return (await self._exact_candidates(collection, key, query))[:k]
+        # Only the k nearest (and any tied with the k-th) are read: ties go by memory ID.
+        if len(scores) > k:
+            kth = sorted(scores.values(), reverse=True)[k - 1]
+            scores = {rid: score for rid, score in scores.items() if score >= kth}
+        entries = await self._active_entries(key, stats.version if stats else None, list(scores))
+        ranked = [entry.with_score(scores[record_id(key, entry.id)]) for entry in entries]
+        return sorted(ranked, key=lambda e: (-e.score, e.id))[:k]
+
+    async def _exact_candidates(
+        self, collection: Any, key: UserKey, query: Sequence[float]
+    ) -> builtins.list[Entry]:
+        import numpy as np
+
+        records = await self._call(
+            "searching",
+            collection.get,
+            where=user_filter(key, active=True, embedded=True),
+            include=["documents", "metadatas", "embeddings"],
+        )
+        if not records["ids"]:
+            return []
+        matrix = np.asarray(records["embeddings"], dtype=np.float32)
+        q = np.asarray(query, dtype=np.float32)
+        norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(q) or 1.0)
+        scores = (matrix @ q) / np.where(norms == 0, 1.0, norms)
+        entries = [
+            record_entry(document, meta).with_score(float(score))
+            for document, meta, score in zip(records["documents"], records["metadatas"], scores, strict=True)
+        ]
+        return sorted(entries, key=lambda e: (-e.score, e.id))
