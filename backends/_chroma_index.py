@@ -285,5 +285,10 @@ def ranker(stats: UserStats | None, postings: dict[str, dict[str, Posting]]) -> 
     return index
 
 
+#: What else opening builds with the index: 1, the records' ``DENSE_KEY``.
+LAYOUT = 1
+
+
 def index_version() -> str:
-    return str(INDEX_VERSION)
+    """The meta value of a collection indexed as this memchat does."""
+    return f"{INDEX_VERSION}.{LAYOUT}"

@@ -18,6 +18,10 @@ SCHEMA_VERSION = 1
 MARK_BACKEND, MARK_SCHEMA, MARK_DIMENSION = "memchat_backend", "memchat_schema_version", "memchat_dimension"
 #: Prefix of the metadata keys holding ``write_meta`` records.
 MARK_META = "memchat_meta_"
+#: Metadata key set (to ``dense_tag``) only on an active memory with a real
+#: embedding: the nearest-neighbour query's filter is this one clause, as Chroma
+#: spends about as much on each clause of a filter as on the search itself.
+DENSE_KEY = "memchat_dense"
 
 
 def record_id(key: UserKey, memory_id: str) -> str:
@@ -34,8 +38,20 @@ def user_filter(key: UserKey, *, active: bool, embedded: bool = False) -> dict[s
     return {"$and": clauses}
 
 
+def dense_tag(app: str, user: str) -> str:
+    """The ``DENSE_KEY`` value of a user's searchable records."""
+    return hashlib.sha256(f"{app}\0{user}".encode()).hexdigest()[:32]
+
+
+def dense_filter(key: UserKey) -> dict[str, Any]:
+    """The user's active memories with a real embedding (as ``user_filter(key,
+    active=True, embedded=True)``, in one clause)."""
+    return {DENSE_KEY: dense_tag(key.app, key.user)}
+
+
 def record_metadata(entry: Entry, has_embedding: bool) -> dict[str, Any]:
     m = entry.memory
+    searchable = has_embedding and entry.deleted_at is None
     # None removes a key (an upsert merges metadata into the stored record).
     return {
         MARK_SCHEMA: SCHEMA_VERSION,
@@ -52,6 +68,7 @@ def record_metadata(entry: Entry, has_embedding: bool) -> dict[str, Any]:
         "updated_at_us": to_micros(entry.updated_at),
         "deleted_at_us": to_micros(entry.deleted_at) if entry.deleted_at is not None else 0,
         "has_embedding": has_embedding,
+        DENSE_KEY: dense_tag(entry.app, entry.user) if searchable else None,
     }
 
 

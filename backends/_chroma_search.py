@@ -21,7 +21,7 @@ from memchat.engine.search.index import KeywordStats
 from memchat.engine.vectors import IndexingProgress, ProgressCallback, report_progress
 
 from ._chroma_index import INDEX_META, ChromaKeywordIndex, UserStats, index_version, ranker
-from ._chroma_records import chunks, record_entry, record_id, user_filter
+from ._chroma_records import DENSE_KEY, chunks, dense_filter, dense_tag, record_entry, record_id, user_filter
 
 if TYPE_CHECKING:
     from memchat.engine.search.candidates import KeywordPlanner
@@ -92,6 +92,7 @@ class ChromaSearch:
             async def rebuild(tx: ChromaTransaction, key: UserKey = key) -> int:
                 entries = await self.list(key)
                 self._entries.drop(key)
+                await self._tag_searchable(key)
                 await self._call("indexing", index.rebuild, key, entries)
                 return len(entries)
 
@@ -99,6 +100,19 @@ class ChromaSearch:
             await report_progress(self.progress, IndexingProgress(done, active))
         await self.write_meta(INDEX_META, index_version())
         self._index_ready = True
+
+    async def _tag_searchable(self, key: UserKey) -> None:
+        """Set ``DENSE_KEY`` on exactly the user's active records with a real
+        embedding (records written before it existed have none)."""
+        collection = await self._ready()
+        tag = dense_tag(key.app, key.user)
+        wrong = {"$or": [{"deleted_at_us": {"$ne": 0}}, {"has_embedding": False}]}
+        untag = await self.record_ids({"$and": [{DENSE_KEY: tag}, wrong]})
+        searchable = await self.record_ids(user_filter(key, active=True, embedded=True))
+        for ids, value in ((untag, None), (searchable, tag)):
+            for batch in chunks(ids, PAGE_SIZE):
+                metas = [{DENSE_KEY: value}] * len(batch)
+                await self._call("indexing", collection.update, ids=list(batch), metadatas=metas)
 
     async def keyword_candidates(self, key: UserKey, query: str) -> builtins.list[Entry]:
         return await self.list(key)
@@ -172,7 +186,7 @@ class ChromaSearch:
                 collection.query,
                 query_embeddings=[query],
                 n_results=wanted,
-                where=user_filter(key, active=True, embedded=True),
+                where=dense_filter(key),
                 include=["distances"],
             ),
             self._user_stats(key),

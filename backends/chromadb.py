@@ -76,6 +76,7 @@ from ._chroma_client import (
 from ._chroma_entries import EntryCache
 from ._chroma_index import ChromaKeywordIndex, IndexPlan, index_collection_name, record_of
 from ._chroma_records import (
+    DENSE_KEY,
     MARK_META,
     chunks,
     fingerprint,
@@ -507,7 +508,7 @@ class ChromaStore(ChromaSearch):
         """Mark every stored embedding stale (``has_embedding`` false): the embedder changed."""
         collection = await self._ready()
         ids = await self.record_ids({"has_embedding": True})
-        stale = {"has_embedding": False}
+        stale = {"has_embedding": False, DENSE_KEY: None}
         for batch in chunks(ids, PAGE_SIZE):
             await self._call("forgetting the old vectors", collection.update, ids=list(batch),
                              metadatas=[stale] * len(batch))  # fmt: skip
@@ -555,7 +556,7 @@ class ChromaStore(ChromaSearch):
                     f"{self.name} backend at {self.location}: clearing left memories behind: run it again"
                 )
             return len(active)
-        stamp = {"deleted_at_us": to_micros(deleted_at)}
+        stamp = {"deleted_at_us": to_micros(deleted_at), DENSE_KEY: None}
         for batch in chunks(active, PAGE_SIZE):
             # Metadata only: update merges it into each record, text and embedding stay.
             await self._call("clearing", collection.update, ids=list(batch), metadatas=[stamp] * len(batch))

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from memchat.engine import BackendError, ConfigError, MemoryService, Metadata, UserKey
+from memchat.engine import BackendError, ConfigError, MemoryService, Metadata, SearchOptions, UserKey
 from tests.conformance import vector_contract as contract
 from tests.support import require
 from tests.vector_servers import ServerUnavailable, chroma_url
@@ -31,6 +31,8 @@ import chromadb
 from chromadb.config import Settings
 
 from backends import create
+from backends._chroma_index import INDEX_META, index_collection_name
+from backends._chroma_records import dense_tag
 from backends.chromadb import ChromaStore
 
 TOKEN = "tok-s3cret-value"
@@ -57,17 +59,20 @@ async def make_store(url: str, client: Any) -> AsyncIterator[Any]:
     name = f"memchat-vtest-{uuid.uuid4().hex[:12]}"
     made: list[ChromaStore] = []
 
-    async def make(**options: Any) -> ChromaStore:
+    async def make(*, opened: bool = True, **options: Any) -> ChromaStore:
         options = {"url": url, "collection": name, "dimension": contract.DIM, "env": {}, **options}
         store = create("chromadb", **options)
         made.append(store)
-        await store.open()
+        if opened:
+            await store.open()
         return store
 
     yield make
     for store in made:
         await store.close()
     with contextlib.suppress(Exception):  # never created
+        client.delete_collection(index_collection_name(client.get_collection(name).id))
+    with contextlib.suppress(Exception):
         client.delete_collection(name)
 
 
@@ -103,6 +108,7 @@ async def test_the_record_layout(make_store, client) -> None:
     assert meta["topics"] == ["outdoors", "friends"] and meta["participants"] == ["Bob"]
     assert meta["location"] == "Kyoto" and meta["deleted_at_us"] == 0
     assert meta["created_at_us"] == meta["updated_at_us"] > 0
+    assert meta["memchat_dense"] == dense_tag(contract.KEY.app, contract.KEY.user)  # searchable
     assert len(record["embeddings"][0]) == 384
     collection_meta = client.get_collection(store.collection_name).metadata
     assert collection_meta["memchat_dimension"] == 384
@@ -375,3 +381,104 @@ async def test_when_the_approximate_search_comes_back_short_the_user_is_ranked_e
     assert found[0].score == pytest.approx(
         contract.cosine(contract.vec(0.2, 1, 0, 0), contract.vec(1)), abs=1e-5
     )
+
+
+# -- the keyword index (backends/_chroma_index.py) ------------------------------------
+
+
+async def _keyword(svc: MemoryService, query: str) -> list[str]:
+    found = await svc.search(contract.KEY, query, SearchOptions(mode="keyword"))
+    return [e.memory.text for e in found]
+
+
+async def test_a_collection_made_before_the_index_is_indexed_on_open(make_store, client) -> None:
+    store = await make_store(dimension=384)
+    async with MemoryService(store) as svc:
+        for text in ("Alice has a cat named Mochi", "Alice drinks green tea", "张三喜欢 Go 语言编程"):
+            await svc.add(contract.KEY, text)
+        # What a collection of the previous version looks like: no index, no version,
+        # no search tag on the records.
+        client.delete_collection(index_collection_name(store._collection.id))
+        await store.write_meta(INDEX_META, "")
+        memories = client.get_collection(store.collection_name)
+        ids = memories.get(include=[])["ids"]
+        memories.update(ids=ids, metadatas=[{"memchat_dense": None}] * len(ids))
+    told: list[Any] = []
+    reopened = MemoryService(await make_store(dimension=384, opened=False), progress=told.append)
+    async with reopened:
+        indexing = [state for state in told if state.label == "indexing"]
+        assert indexing[0].done == 0 and indexing[-1].finished and indexing[-1].total == 3
+        assert indexing[-1].message() == "Indexing 3 memories for keyword search… 100%"
+        assert await _keyword(reopened, "cat") == ["Alice has a cat named Mochi"]
+        assert await _keyword(reopened, "编程") == ["张三喜欢 Go 语言编程"]
+        assert await reopened.count(contract.KEY) == 3
+        found = await reopened.search(contract.KEY, "a pet cat", SearchOptions(mode="semantic"))
+        assert "Alice has a cat named Mochi" in [e.memory.text for e in found]
+
+
+async def test_a_memory_written_without_the_index_is_found_after_the_next_open(make_store, client) -> None:
+    store = await make_store(dimension=384)
+    async with MemoryService(store) as svc:
+        first = await svc.add(contract.KEY, "Alice has a cat named Mochi")
+        # An older memchat adds a record the way it did: the memories collection only.
+        record = client.get_collection(store.collection_name).get(
+            ids=[store.record_id(contract.KEY, first.id)], include=["metadatas", "embeddings"]
+        )
+        meta = {**record["metadatas"][0], "memory_id": "f" * 64}
+        client.get_collection(store.collection_name).add(
+            ids=[store.record_id(contract.KEY, "f" * 64)],
+            embeddings=[record["embeddings"][0]],
+            documents=["Alice plays the cello"],
+            metadatas=[meta],
+        )
+    reopened = MemoryService(await make_store(dimension=384))
+    async with reopened:
+        assert await _keyword(reopened, "cello") == ["Alice plays the cello"]
+        assert await _keyword(reopened, "cat") == ["Alice has a cat named Mochi"]
+        assert await reopened.count(contract.KEY) == 2
+
+
+async def test_a_section_that_did_not_finish_makes_searches_scan_until_the_next_write(
+    make_store, client
+) -> None:
+    store = await make_store(dimension=384)
+    async with MemoryService(store) as svc:
+        first = await svc.add(contract.KEY, "Alice has a cat named Mochi")
+        # What a section stopped half-way leaves: the index marked, a memory written, no postings.
+        store._index.mark_dirty(contract.KEY)
+        record = client.get_collection(store.collection_name).get(
+            ids=[store.record_id(contract.KEY, first.id)], include=["metadatas", "embeddings"]
+        )
+        client.get_collection(store.collection_name).add(
+            ids=[store.record_id(contract.KEY, "e" * 64)],
+            embeddings=[record["embeddings"][0]],
+            documents=["Alice plays the cello"],
+            metadatas=[{**record["metadatas"][0], "memory_id": "e" * 64}],
+        )
+        assert await store._user_stats(contract.KEY) is None  # not to be trusted: scan
+        assert await _keyword(svc, "cello") == ["Alice plays the cello"]
+        assert await svc.count(contract.KEY) == 2
+        await svc.add(contract.KEY, "Alice drinks green tea")  # the next write rebuilds the index
+        stats = await store._user_stats(contract.KEY)
+        assert stats is not None and stats.active == 3
+        assert await _keyword(svc, "cello") == ["Alice plays the cello"]
+        assert await _keyword(svc, "tea") == ["Alice drinks green tea"]
+        assert await svc.count(contract.KEY) == 3
+
+
+async def test_a_search_sees_what_another_store_object_wrote(make_store) -> None:
+    """Searches reuse the memories they read only while the user's index version
+    is unchanged: another process's write (another store object here) is seen."""
+    first = MemoryService(await make_store(dimension=384))
+    second = MemoryService(await make_store(dimension=384))
+    async with first, second:
+        added = await first.add(contract.KEY, "Alice plays the cello on Sundays")
+        assert await _keyword(first, "cello") == ["Alice plays the cello on Sundays"]
+        assert [e.memory.text for e in await first.search(contract.KEY, "cello")] == [added.memory.text]
+        updated = await second.update(contract.KEY, added.id, "Alice plays the cello on Mondays")
+        assert await _keyword(first, "cello") == ["Alice plays the cello on Mondays"]
+        found = await first.search(contract.KEY, "cello", SearchOptions(mode="semantic"))
+        assert [e.memory.text for e in found] == ["Alice plays the cello on Mondays"]
+        await second.delete(contract.KEY, updated.memory_id)
+        assert await _keyword(first, "cello") == []
+        assert await first.search(contract.KEY, "cello", SearchOptions(mode="semantic")) == []
