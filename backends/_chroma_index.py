@@ -10,15 +10,18 @@ index), one record per (user, term) and one per user:
   the user's active memories holding the term;
 * a statistics record (``kind`` "stats"): the active count, the four length
   sums, ``version`` (a new random token with every write: what the store's
-  entry cache is checked against) and ``dirty``.
+  entry cache is checked against) and an ``open_<token>`` key per write
+  section under way.
 
 Chroma has no transactions. A write section (``ChromaStore._apply``, under the
-user's lock) reads the statistics and the terms it changes, marks the
-statistics dirty, writes the memories, then the changed term records and clean
-statistics. A section that fails half-way leaves them dirty: that user's
-searches scan every memory, as before the index existed, until the user's next
-write rebuilds the index. Each record's embedding is a placeholder ([1.0]: a
-collection needs one).
+user's lock) marks the statistics with its own ``open_<token>`` key while it
+reads the statistics and the terms it changes (a mark merges into the record,
+so an earlier section's mark stays beside it), writes the memories, then the
+changed term records and the statistics without its mark. A section that fails
+half-way leaves its mark: that user's searches scan every memory, as before the
+index existed, until the user's next write rebuilds the index (which removes
+every mark). Each record's embedding is a placeholder ([1.0]: a collection
+needs one).
 
 A search reads the statistics and the query terms' records in one request and
 ranks the holders in numpy with the in-memory store's code
@@ -41,11 +44,15 @@ from ._chroma_records import chunks
 from ._keyword_index import Posting, UserKeywordIndex
 
 __all__ = [
+    "EMPTY",
     "INDEX_META",
     "ChromaKeywordIndex",
     "IndexPlan",
     "UserStats",
     "index_collection_name",
+    "index_version",
+    "new_token",
+    "ranker",
     "record_of",
 ]
 
@@ -55,6 +62,13 @@ INDEX_META = "keyword_index"
 _BATCH = 500
 _PLACEHOLDER = [1.0]
 _LENGTHS = ("k_content", "k_topics", "s_content", "s_topics")
+#: Prefix of the statistics' key marking a write section under way.
+_MARK = "open_"
+
+
+def new_token() -> str:
+    """A write section's mark (and a version): random, so no two sections share one."""
+    return uuid.uuid4().hex
 
 
 def index_collection_name(collection_id: Any) -> str:
@@ -89,8 +103,10 @@ class UserStats:
     lengths: tuple[int, int, int, int]
     #: Changes with every write of the user (the entry cache's check).
     version: str
-    #: A write section did not finish: the postings cannot be trusted.
-    dirty: bool
+    #: The marks of write sections under way or that did not finish.
+    marks: frozenset[str] = frozenset()
+    #: Written by a finished section or build (a record holding only marks is not).
+    complete: bool = True
 
     @classmethod
     def of(cls, meta: dict[str, Any]) -> UserStats:
@@ -98,12 +114,22 @@ class UserStats:
             active=int(meta.get("active") or 0),
             lengths=tuple(int(meta.get(name) or 0) for name in _LENGTHS),  # type: ignore[arg-type]
             version=str(meta.get("version") or ""),
-            # A record without its counts (only the dirty mark reached it) is dirty too.
-            dirty=bool(meta.get("dirty")) or "active" not in meta,
+            marks=frozenset(k for k, v in meta.items() if k.startswith(_MARK) and v),
+            complete="active" in meta,
         )
 
+    @property
+    def dirty(self) -> bool:
+        """A write section did not finish (or is under way): the postings cannot be trusted."""
+        return bool(self.marks) or not self.complete
 
-EMPTY = UserStats(0, (0, 0, 0, 0), "", False)
+    def dirty_besides(self, token: str) -> bool:
+        """Dirty but for the section ``token``'s own mark (its record may hold only that)."""
+        others = self.marks - {_MARK + token}
+        return bool(others) or (not self.complete and not self.marks)
+
+
+EMPTY = UserStats(0, (0, 0, 0, 0), "")
 
 
 @dataclass(slots=True)
@@ -118,10 +144,8 @@ class IndexPlan:
     active: int = 0
     lengths: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
 
-    @property
-    def rebuild(self) -> bool:
-        """The index was already dirty: rebuild it from the memories instead."""
-        return self.before is not None and self.before.dirty
+    #: An earlier section did not finish: rebuild the index from the memories instead.
+    rebuild: bool = False
 
 
 class ChromaKeywordIndex:
@@ -171,15 +195,19 @@ class ChromaKeywordIndex:
     # -- writes --------------------------------------------------------------
 
     def prepare(
-        self, key: UserKey, changes: Iterable[tuple[str, IndexRecord | None, IndexRecord | None]]
+        self, key: UserKey, changes: Iterable[tuple[str, IndexRecord | None, IndexRecord | None]], token: str
     ) -> IndexPlan:
         """Read what ``changes`` (memory ID, its record before, after) touch and
-        work out the index after them; nothing is written."""
+        work out the index after them; nothing is written. ``token``: the
+        section's mark, which may be written while this reads."""
         changes = [c for c in changes if c[1] != c[2]]
         terms = sorted({t for _, before, after in changes for r in (before, after) if r for t in r.terms})
         stats, postings = self.read(key, terms)
+        if stats is not None and not stats.complete and not stats.dirty_besides(token):
+            stats = None  # only this section's mark: a user without statistics yet
         plan = IndexPlan(key, stats)
-        if plan.rebuild:
+        if stats is not None and stats.dirty_besides(token):
+            plan.rebuild = True
             return plan
         current = stats or EMPTY
         plan.active, plan.lengths = current.active, list(current.lengths)
@@ -197,29 +225,22 @@ class ChromaKeywordIndex:
                     plan.postings[term][memory_id] = tuple(counts)  # type: ignore[assignment]
         return plan
 
-    def mark_dirty(self, key: UserKey) -> None:
-        """Before a section's writes: until ``commit``, the index is not to be trusted.
-        (Upsert merges metadata: the counts stay, for ``prepare`` of a later section.)"""
-        meta = {"kind": "stats", "app_name": key.app, "user_id": key.user, "dirty": True}
+    def mark(self, key: UserKey, token: str) -> None:
+        """Before a section's writes: until its ``commit``, the index is not to be
+        trusted. (Upsert merges metadata: the counts and other marks stay.)"""
+        meta = {"kind": "stats", "app_name": key.app, "user_id": key.user, _MARK + token: True}
         self.collection.upsert(ids=[_stats_id(key)], embeddings=[_PLACEHOLDER], metadatas=[meta])
 
-    def commit(self, plan: IndexPlan) -> str:
-        """Write a prepared change (after the memories were written); the new version."""
-        key = plan.key
-        ids = [_id(key, term) for term in plan.postings]
-        metas = [self._term_meta(key, term, held) for term, held in plan.postings.items()]
-        for start in range(0, len(ids), _BATCH):
-            end = start + _BATCH
-            self.collection.upsert(
-                ids=ids[start:end],
-                embeddings=[_PLACEHOLDER] * len(ids[start:end]),
-                metadatas=metas[start:end],
-            )
-        return self._write_stats(key, plan.active, plan.lengths)
+    def commit(self, plan: IndexPlan, token: str) -> str:
+        """Write a prepared change (after the memories were written), removing the
+        section's mark; the new version."""
+        return self._write(plan.key, plan.postings, plan.active, plan.lengths, {_MARK + token})
 
     def rebuild(self, key: UserKey, entries: Iterable[Entry]) -> str:
-        """Index the user's ``entries`` afresh (its old records removed); the new version."""
-        self.mark_dirty(key)
+        """Index the user's ``entries`` afresh (its old records and every mark
+        removed); the new version."""
+        token = new_token()
+        self.mark(key, token)
         postings: dict[str, dict[str, Posting]] = {}
         active, lengths = 0, [0, 0, 0, 0]
         for entry in entries:
@@ -230,20 +251,19 @@ class ChromaKeywordIndex:
             lengths = [a + b for a, b in zip(lengths, record.lengths, strict=True)]
             for term, *counts in record.postings():
                 postings.setdefault(term, {})[entry.id] = tuple(counts)  # type: ignore[assignment]
-        old = set(self.collection.get(where=_user(key), include=[])["ids"])
-        ids = [_id(key, term) for term in postings]
-        metas = [self._term_meta(key, term, held) for term, held in postings.items()]
-        for start in range(0, len(ids), _BATCH):
-            end = start + _BATCH
-            self.collection.upsert(
-                ids=ids[start:end],
-                embeddings=[_PLACEHOLDER] * len(ids[start:end]),
-                metadatas=metas[start:end],
-            )
-        stale = sorted(old - set(ids) - {_stats_id(key)})
+        found = self.collection.get(where=_user(key), include=["metadatas"])
+        old = set(found["ids"])
+        marks = {
+            k
+            for meta in found["metadatas"] or []
+            if meta.get("kind") == "stats"
+            for k in meta
+            if k.startswith(_MARK)
+        }
+        stale = sorted(old - {_id(key, term) for term in postings} - {_stats_id(key)})
         for batch in chunks(stale, _BATCH):
             self.collection.delete(ids=list(batch))
-        return self._write_stats(key, active, lengths)
+        return self._write(key, postings, active, lengths, marks | {_MARK + token})
 
     @staticmethod
     def _term_meta(key: UserKey, term: str, held: dict[str, Posting]) -> dict[str, Any]:
@@ -255,18 +275,33 @@ class ChromaKeywordIndex:
             "postings": json.dumps(held, separators=(",", ":"), ensure_ascii=False),
         }
 
-    def _write_stats(self, key: UserKey, active: int, lengths: Sequence[int]) -> str:
-        version = uuid.uuid4().hex
-        meta = {
+    def _write(
+        self,
+        key: UserKey,
+        postings: dict[str, dict[str, Posting]],
+        active: int,
+        lengths: Sequence[int],
+        unmark: Iterable[str],
+    ) -> str:
+        """Upsert the term records and then the statistics without the ``unmark``
+        marks (in the last request with the last terms); the new version."""
+        version = new_token()
+        meta: dict[str, Any] = {
             "kind": "stats",
             "app_name": key.app,
             "user_id": key.user,
             "active": active,
             **dict(zip(_LENGTHS, (int(n) for n in lengths), strict=True)),
             "version": version,
-            "dirty": False,
+            **dict.fromkeys(unmark),  # None removes a key
         }
-        self.collection.upsert(ids=[_stats_id(key)], embeddings=[_PLACEHOLDER], metadatas=[meta])
+        ids = [*(_id(key, term) for term in postings), _stats_id(key)]
+        metas = [*(self._term_meta(key, term, held) for term, held in postings.items()), meta]
+        for start in range(0, len(ids), _BATCH):
+            batch = ids[start : start + _BATCH]
+            self.collection.upsert(
+                ids=batch, embeddings=[_PLACEHOLDER] * len(batch), metadatas=metas[start : start + _BATCH]
+            )
         return version
 
 

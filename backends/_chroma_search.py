@@ -20,7 +20,7 @@ from memchat.engine.model import Entry, UserKey
 from memchat.engine.search.index import KeywordStats
 from memchat.engine.vectors import IndexingProgress, ProgressCallback, report_progress
 
-from ._chroma_index import INDEX_META, ChromaKeywordIndex, UserStats, index_version, ranker
+from ._chroma_index import EMPTY, INDEX_META, ChromaKeywordIndex, UserStats, index_version, ranker
 from ._chroma_records import DENSE_KEY, chunks, dense_filter, dense_tag, record_entry, record_id, user_filter
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ class ChromaSearch:
             return None
         stats = await self._call("reading", self._index.stats, key)
         if stats is None:
-            return UserStats(0, (0, 0, 0, 0), "", False)
+            return EMPTY  # no memory written yet
         return None if stats.dirty else stats
 
     async def _ensure_keyword_index(self) -> None:

@@ -74,7 +74,7 @@ from ._chroma_client import (
     validate_collection_name,
 )
 from ._chroma_entries import EntryCache
-from ._chroma_index import ChromaKeywordIndex, IndexPlan, index_collection_name, record_of
+from ._chroma_index import ChromaKeywordIndex, IndexPlan, index_collection_name, new_token, record_of
 from ._chroma_records import (
     DENSE_KEY,
     MARK_META,
@@ -355,8 +355,9 @@ class ChromaStore(ChromaSearch):
             return result
 
     async def _apply(self, key: UserKey, tx: ChromaTransaction) -> None:
-        """Send a section's writes: the keyword index marked dirty, one upsert, then
-        the removals, then verify; then the index (backends/_chroma_index.py)."""
+        """Send a section's writes: the keyword index marked (while what it changes is
+        read), one upsert, then the removals, then verify while the index is
+        written (backends/_chroma_index.py)."""
         collection = await self._ready()
         pending = tx.pending
         writes = {record_id(key, mid): w for mid, w in pending.items() if w is not None}
@@ -365,13 +366,16 @@ class ChromaStore(ChromaSearch):
         stored, before = await self._replaced(key, tx, index is not None)
         taken = self._entries.take(key)
         plan: IndexPlan | None = None
+        token = new_token()
         if index is not None:
             changes = [
                 (mid, record_of(before.get(mid)), record_of(w.entry if w else None))
                 for mid, w in pending.items()
             ]
-            plan = await self._call("writing", index.prepare, key, changes)
-            await self._call("writing", index.mark_dirty, key)
+            plan, _ = await asyncio.gather(
+                self._call("writing", index.prepare, key, changes, token),
+                self._call("writing", index.mark, key, token),
+            )
         ids, embeddings, documents, metadatas = [], [], [], []
         for rid, write in writes.items():
             vector = write.vector if write.vector is not None else stored.get(rid)
@@ -399,14 +403,25 @@ class ChromaStore(ChromaSearch):
                         f"{len(removals)} removal(s) were not; run the operation again)"
                     ) from exc
                 raise
-        await self._verify(writes, removals)
-        if index is not None and plan is not None:
-            if plan.rebuild:  # an earlier section did not finish
+        if index is None or plan is None or plan.rebuild:
+            await self._verify(writes, removals)
+            if index is not None and plan is not None:  # an earlier section did not finish
                 await self._call("indexing", index.rebuild, key, await self.list(key))
-                return
-            version = await self._call("writing", index.commit, plan)
-            written = {record_id(key, mid): (w.entry if w else None) for mid, w in pending.items()}
-            self._entries.carry(key, taken, plan.before.version if plan.before else "", version, written)
+            return
+        verified, version = await asyncio.gather(
+            self._verify(writes, removals),
+            self._call("writing", index.commit, plan, token),
+            return_exceptions=True,
+        )
+        if isinstance(verified, BaseException):
+            if not isinstance(version, BaseException):  # the index may not match: mark it again
+                with contextlib.suppress(BackendError):
+                    await self._call("writing", index.mark, key, new_token())
+            raise verified
+        if isinstance(version, BaseException):
+            raise version
+        written = {record_id(key, mid): (w.entry if w else None) for mid, w in pending.items()}
+        self._entries.carry(key, taken, plan.before.version if plan.before else "", version, written)
 
     async def _replaced(
         self, key: UserKey, tx: ChromaTransaction, for_index: bool
@@ -537,7 +552,7 @@ class ChromaStore(ChromaSearch):
             index = self._index if self._index_ready else None
             self._entries.drop(key)
             if index is not None:
-                await self._call("writing", index.mark_dirty, key)
+                await self._call("writing", index.mark, key, new_token())
             cleared = await self._clear(collection, key, deleted_at)
             if index is not None:  # no active memory is left to index
                 await self._call("writing", index.rebuild, key, [])

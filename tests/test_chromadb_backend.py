@@ -445,7 +445,7 @@ async def test_a_section_that_did_not_finish_makes_searches_scan_until_the_next_
     async with MemoryService(store) as svc:
         first = await svc.add(contract.KEY, "Alice has a cat named Mochi")
         # What a section stopped half-way leaves: the index marked, a memory written, no postings.
-        store._index.mark_dirty(contract.KEY)
+        store._index.mark(contract.KEY, "halfway")
         record = client.get_collection(store.collection_name).get(
             ids=[store.record_id(contract.KEY, first.id)], include=["metadatas", "embeddings"]
         )
