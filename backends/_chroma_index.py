@@ -9,9 +9,10 @@ index), one record per (user, term) and one per user:
   {memory ID: [content tf, topic tf, content length, topic length]} for each of
   the user's active memories holding the term;
 * a statistics record (``kind`` "stats"): the active count, the four length
-  sums, ``version`` (a new random token with every write: what the store's
-  entry cache is checked against) and an ``open_<token>`` key per write
-  section under way.
+  sums, ``records`` (all the user's records, tombstones too: opening compares
+  their sum with the collection's count, one cheap request), ``version`` (a
+  new random token with every write: what the store's entry cache is checked
+  against) and an ``open_<token>`` key per write section under way.
 
 Chroma has no transactions. A write section (``ChromaStore._apply``, under the
 user's lock) marks the statistics with its own ``open_<token>`` key while it
@@ -103,6 +104,8 @@ class UserStats:
     lengths: tuple[int, int, int, int]
     #: Changes with every write of the user (the entry cache's check).
     version: str
+    #: The user's records in the memories collection, tombstones included.
+    records: int = 0
     #: The marks of write sections under way or that did not finish.
     marks: frozenset[str] = frozenset()
     #: Written by a finished section or build (a record holding only marks is not).
@@ -114,6 +117,7 @@ class UserStats:
             active=int(meta.get("active") or 0),
             lengths=tuple(int(meta.get(name) or 0) for name in _LENGTHS),  # type: ignore[arg-type]
             version=str(meta.get("version") or ""),
+            records=int(meta.get("records") or 0),
             marks=frozenset(k for k, v in meta.items() if k.startswith(_MARK) and v),
             complete="active" in meta,
         )
@@ -142,6 +146,7 @@ class IndexPlan:
     #: The changed terms' postings after the section.
     postings: dict[str, dict[str, Posting]] = field(default_factory=dict)
     active: int = 0
+    records: int = 0
     lengths: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
 
     #: An earlier section did not finish: rebuild the index from the memories instead.
@@ -195,11 +200,16 @@ class ChromaKeywordIndex:
     # -- writes --------------------------------------------------------------
 
     def prepare(
-        self, key: UserKey, changes: Iterable[tuple[str, IndexRecord | None, IndexRecord | None]], token: str
+        self,
+        key: UserKey,
+        changes: Iterable[tuple[str, IndexRecord | None, IndexRecord | None]],
+        token: str,
+        added: int,
     ) -> IndexPlan:
         """Read what ``changes`` (memory ID, its record before, after) touch and
         work out the index after them; nothing is written. ``token``: the
-        section's mark, which may be written while this reads."""
+        section's mark, which may be written while this reads; ``added``: how
+        many records the section adds (less those it removes)."""
         changes = [c for c in changes if c[1] != c[2]]
         terms = sorted({t for _, before, after in changes for r in (before, after) if r for t in r.terms})
         stats, postings = self.read(key, terms)
@@ -211,6 +221,7 @@ class ChromaKeywordIndex:
             return plan
         current = stats or EMPTY
         plan.active, plan.lengths = current.active, list(current.lengths)
+        plan.records = current.records + added
         plan.postings = {term: postings.get(term, {}) for term in terms}
         for memory_id, before, after in changes:
             if before is not None:
@@ -234,11 +245,11 @@ class ChromaKeywordIndex:
     def commit(self, plan: IndexPlan, token: str) -> str:
         """Write a prepared change (after the memories were written), removing the
         section's mark; the new version."""
-        return self._write(plan.key, plan.postings, plan.active, plan.lengths, {_MARK + token})
+        return self._write(plan.key, plan.postings, plan.active, plan.records, plan.lengths, {_MARK + token})
 
-    def rebuild(self, key: UserKey, entries: Iterable[Entry]) -> str:
-        """Index the user's ``entries`` afresh (its old records and every mark
-        removed); the new version."""
+    def rebuild(self, key: UserKey, entries: Iterable[Entry], records: int) -> str:
+        """Index the user's active ``entries`` afresh (its old records and every mark
+        removed), the user holding ``records`` records; the new version."""
         token = new_token()
         self.mark(key, token)
         postings: dict[str, dict[str, Posting]] = {}
@@ -263,7 +274,7 @@ class ChromaKeywordIndex:
         stale = sorted(old - {_id(key, term) for term in postings} - {_stats_id(key)})
         for batch in chunks(stale, _BATCH):
             self.collection.delete(ids=list(batch))
-        return self._write(key, postings, active, lengths, marks | {_MARK + token})
+        return self._write(key, postings, active, records, lengths, marks | {_MARK + token})
 
     @staticmethod
     def _term_meta(key: UserKey, term: str, held: dict[str, Posting]) -> dict[str, Any]:
@@ -280,6 +291,7 @@ class ChromaKeywordIndex:
         key: UserKey,
         postings: dict[str, dict[str, Posting]],
         active: int,
+        records: int,
         lengths: Sequence[int],
         unmark: Iterable[str],
     ) -> str:
@@ -291,6 +303,7 @@ class ChromaKeywordIndex:
             "app_name": key.app,
             "user_id": key.user,
             "active": active,
+            "records": records,
             **dict(zip(_LENGTHS, (int(n) for n in lengths), strict=True)),
             "version": version,
             **dict.fromkeys(unmark),  # None removes a key
@@ -320,8 +333,9 @@ def ranker(stats: UserStats | None, postings: dict[str, dict[str, Posting]]) -> 
     return index
 
 
-#: What else opening builds with the index: 1, the records' ``DENSE_KEY``.
-LAYOUT = 1
+#: What else opening builds with the index: 1, the records' ``DENSE_KEY``;
+#: 2, the statistics' ``records``.
+LAYOUT = 2
 
 
 def index_version() -> str:

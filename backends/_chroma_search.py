@@ -76,14 +76,18 @@ class ChromaSearch:
         index = self._index
         if index is None:
             return
-        active = len(await self.record_ids({"deleted_at_us": 0}))
+        collection = await self._ready()
         if await self.read_meta(INDEX_META) == index_version():
             every = await self._call("reading the keyword index", index.every_stats)
-            if sum(s.active for s in every.values()) == active and not any(s.dirty for s in every.values()):
+            # A writer that does not keep the index (an older memchat) adding or
+            # removing records makes the counts differ.
+            total = await self._call("counting", collection.count)
+            if sum(s.records for s in every.values()) == total and not any(s.dirty for s in every.values()):
                 self._index_ready = True
                 return
         else:
             every = {}
+        active = len(await self.record_ids({"deleted_at_us": 0}))
         keys = sorted({*await self.users(), *every}, key=lambda k: (k.app, k.user))
         done = 0
         await report_progress(self.progress, IndexingProgress(done, active))
@@ -93,13 +97,17 @@ class ChromaSearch:
                 entries = await self.list(key)
                 self._entries.drop(key)
                 await self._tag_searchable(key)
-                await self._call("indexing", index.rebuild, key, entries)
+                await self._call("indexing", index.rebuild, key, entries, await self._record_count(key))
                 return len(entries)
 
             done += await self.atomic(key, rebuild)
             await report_progress(self.progress, IndexingProgress(done, active))
         await self.write_meta(INDEX_META, index_version())
         self._index_ready = True
+
+    async def _record_count(self, key: UserKey) -> int:
+        """The user's records, tombstones included."""
+        return len(await self.record_ids(user_filter(key, active=False)))
 
     async def _tag_searchable(self, key: UserKey) -> None:
         """Set ``DENSE_KEY`` on exactly the user's active records with a real

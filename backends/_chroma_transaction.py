@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from memchat.engine.model import Entry, UserKey
 
-from ._chroma_records import record_id, user_filter
+from ._chroma_records import record_entry, record_id, user_filter
 
 if TYPE_CHECKING:
     from .chromadb import ChromaStore
@@ -88,3 +88,31 @@ class ChromaTransaction:
             else:
                 active.add(rid)
         return len(active)
+
+    async def replaced(self, *, for_index: bool) -> tuple[dict[str, list[float]], dict[str, Entry | None]]:
+        """(record ID → stored embedding of the writes that keep theirs, memory ID →
+        the entry each write replaces, when ``for_index``): one read, of what the
+        section did not read itself."""
+        key, store = self._key, self._store
+        writes = {record_id(key, mid): w for mid, w in self.pending.items() if w is not None}
+        keep = {rid for rid, w in writes.items() if w.vector is None and not w.fresh}
+        before = dict(self.stored)
+        unknown = {record_id(key, mid): mid for mid in self.pending if mid not in before} if for_index else {}
+        stored: dict[str, list[float]] = {}
+        if not keep and not unknown:
+            return stored, before
+        include = ["metadatas", *(["embeddings"] if keep else []), *(["documents"] if unknown else [])]
+        collection = await store._ready()
+        found = await store._call(
+            "reading", collection.get, ids=sorted(keep | unknown.keys()), include=include
+        )
+        embeddings = found.get("embeddings")
+        documents = found.get("documents")
+        for i, (rid, meta) in enumerate(zip(found["ids"], found["metadatas"], strict=True)):
+            if not meta:
+                continue
+            if rid in keep and embeddings is not None and meta.get("has_embedding"):
+                stored[rid] = [float(x) for x in embeddings[i]]
+            if rid in unknown and meta.get("app_name") == key.app and meta.get("user_id") == key.user:
+                before[unknown[rid]] = record_entry(documents[i] if documents else None, meta)
+        return stored, before

@@ -363,7 +363,7 @@ class ChromaStore(ChromaSearch):
         writes = {record_id(key, mid): w for mid, w in pending.items() if w is not None}
         removals = [record_id(key, mid) for mid, w in pending.items() if w is None]
         index = self._index if self._index_ready else None
-        stored, before = await self._replaced(key, tx, index is not None)
+        stored, before = await tx.replaced(for_index=index is not None)
         taken = self._entries.take(key)
         plan: IndexPlan | None = None
         token = new_token()
@@ -372,8 +372,9 @@ class ChromaStore(ChromaSearch):
                 (mid, record_of(before.get(mid)), record_of(w.entry if w else None))
                 for mid, w in pending.items()
             ]
+            added = sum((w is not None) - (before.get(mid) is not None) for mid, w in pending.items())
             plan, _ = await asyncio.gather(
-                self._call("writing", index.prepare, key, changes, token),
+                self._call("writing", index.prepare, key, changes, token, added),
                 self._call("writing", index.mark, key, token),
             )
         ids, embeddings, documents, metadatas = [], [], [], []
@@ -406,7 +407,8 @@ class ChromaStore(ChromaSearch):
         if index is None or plan is None or plan.rebuild:
             await self._verify(writes, removals)
             if index is not None and plan is not None:  # an earlier section did not finish
-                await self._call("indexing", index.rebuild, key, await self.list(key))
+                entries, records = await self.list(key), await self._record_count(key)
+                await self._call("indexing", index.rebuild, key, entries, records)
             return
         verified, version = await asyncio.gather(
             self._verify(writes, removals),
@@ -422,34 +424,6 @@ class ChromaStore(ChromaSearch):
             raise version
         written = {record_id(key, mid): (w.entry if w else None) for mid, w in pending.items()}
         self._entries.carry(key, taken, plan.before.version if plan.before else "", version, written)
-
-    async def _replaced(
-        self, key: UserKey, tx: ChromaTransaction, for_index: bool
-    ) -> tuple[dict[str, list[float]], dict[str, Entry | None]]:
-        """(record ID → stored embedding of the writes that keep theirs, memory ID →
-        the entry each write replaces): one read, of what the section did not read."""
-        writes = {record_id(key, mid): w for mid, w in tx.pending.items() if w is not None}
-        keep = {rid for rid, w in writes.items() if w.vector is None and not w.fresh}
-        before = dict(tx.stored)
-        unknown = {record_id(key, mid): mid for mid in tx.pending if mid not in before} if for_index else {}
-        stored: dict[str, list[float]] = {}
-        if not keep and not unknown:
-            return stored, before
-        include = ["metadatas", *(["embeddings"] if keep else []), *(["documents"] if unknown else [])]
-        collection = await self._ready()
-        found = await self._call(
-            "reading", collection.get, ids=sorted(keep | unknown.keys()), include=include
-        )
-        embeddings = found.get("embeddings")
-        documents = found.get("documents")
-        for i, (rid, meta) in enumerate(zip(found["ids"], found["metadatas"], strict=True)):
-            if not meta:
-                continue
-            if rid in keep and embeddings is not None and meta.get("has_embedding"):
-                stored[rid] = [float(x) for x in embeddings[i]]
-            if rid in unknown and meta.get("app_name") == key.app and meta.get("user_id") == key.user:
-                before[unknown[rid]] = record_entry(documents[i] if documents else None, meta)
-        return stored, before
 
     async def _verify(self, writes: Mapping[str, PendingWrite], removals: Iterable[str]) -> None:
         removals = list(removals)
@@ -555,7 +529,8 @@ class ChromaStore(ChromaSearch):
                 await self._call("writing", index.mark, key, new_token())
             cleared = await self._clear(collection, key, deleted_at)
             if index is not None:  # no active memory is left to index
-                await self._call("writing", index.rebuild, key, [])
+                records = 0 if deleted_at is None else await self._record_count(key)
+                await self._call("writing", index.rebuild, key, [], records)
             return cleared
 
     async def _clear(self, collection: Any, key: UserKey, deleted_at: datetime | None) -> int:
