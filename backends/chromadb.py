@@ -14,8 +14,11 @@ Records (reference §4.11, times in microseconds): the document is the memory
 text, the embedding is the one the engine computed (never Chroma's embedding
 function), the metadata holds app, user, memory ID, kind, event time,
 topics, participants, location, created/updated/deleted times (``deleted_at_us
-= 0``: active) and whether the embedding is real. The record ID is a hash of
-(app, user, memory ID), so users can never collide. The collection uses the
+= 0``: active), whether the embedding is real, and ``memchat_dense`` on the
+records vector search may return (the query's one-clause filter). The record ID
+is a hash of (app, user, memory ID), so users can never collide. The keyword
+index and its upkeep: backends/_chroma_index.py; the searches:
+backends/_chroma_search.py. The collection uses the
 cosine space; its metadata records the dimension, and opening it with another
 dimension is one BackendError naming both.
 
