@@ -16,9 +16,10 @@ collection's statistics. :class:`CandidatePlan` holds those numbers for one
 query; :meth:`CandidatePlan.rank` is that function plus the phrase bonus for
 every memory holding all the phrase's terms (in order or not: the postings do
 not say), so the rank bounds the score from above and is what the stores
-compute (in SQL, or in Python). A memory left out ranks — so scores — at most
-the last one returned (the cutoff): when the k-th best exact score among the
-candidates is above it, the top k is exact; otherwise the engine asks again
+compute (in numpy, :meth:`CandidatePlan.choose`, or in Redis's Lua). A memory
+left out ranks — so scores — at most the last one returned (the cutoff): when
+the k-th best exact score among the candidates is above it, the top k is
+exact; otherwise the engine asks again
 for every holder ranked at least that k-th best score
 (:meth:`KeywordPlanner.below`). The ranking so never changes; only the work does.
 
