@@ -104,20 +104,5 @@ class UserKeywordIndex:
         holders = np.concatenate([slots for slots, _ in columns])
         counts = np.concatenate([c for _, c in columns])
         which = np.repeat(np.arange(len(held)), [len(slots) for slots, _ in columns])
-        ranks = plan.rank_holders(holders, which, held, counts, len(self.ids))
-        found = np.flatnonzero(ranks > 0)
-        if plan.min_rank >= 0:
-            found = found[ranks[found] >= plan.min_rank]
-        if plan.limit is not None and len(found) > plan.limit:
-            # The best ``limit`` by rank, ties by memory ID (as the SQL stores order):
-            # every holder at least as good as the limit-th, then sorted.
-            threshold = np.partition(ranks[found], len(found) - plan.limit)[len(found) - plan.limit]
-            best = found[ranks[found] >= threshold].tolist()
-            order = sorted(best, key=lambda s: (-ranks[s], self.ids[s]))[: plan.limit]
-            cutoff: float | None = float(ranks[order[-1]])
-        else:
-            order, cutoff = found.tolist(), None
-        floors = plan.rank_holders(holders, which, held, counts, len(self.ids), phrase_bonus=False)
-        ranked = [(self.ids[s], float(ranks[s]), float(floors[s])) for s in order]
-        kept, cutoff = plan.settle(ranked, cutoff)
+        kept, cutoff = plan.choose(self.ids, holders, which, held, counts)
         return kept, replace(stats, rank_cutoff=cutoff)

@@ -17,6 +17,7 @@ from memchat.engine.vectors import ProgressCallback
 
 from ._cache import DecodeCache
 from ._sql_calls import SQLCalls
+from ._sql_entries import VersionedEntries
 from ._sql_schema import (
     check_dimension,
     json_list,
@@ -95,6 +96,8 @@ class SQLTables(SQLCalls):
         self._schema_ready = False
         self._decoded: DecodeCache[Entry] = DecodeCache()
         self._matrices = MatrixCache()
+        #: Entries read per user at the user's current version (``_sql_entries``).
+        self._entries = VersionedEntries()
 
     # -- hooks -----------------------------------------------------------
 

@@ -210,6 +210,7 @@ class SQLStore(SQLTables):
     async def clear(self, key: UserKey, *, deleted_at: datetime | None) -> int:
         t = self.table
         self._matrices.drop(key)
+        self._entries.drop(key)
 
         async def work(tx: SQLTransaction) -> int:
             conn = tx.connection
@@ -241,10 +242,11 @@ class SQLStore(SQLTables):
         active memory and no statistics while the index is being built."""
         if not self._index_ready:
             return await self.list(key), None
-        t = self.table
 
         async def fetch(conn: AsyncConnection) -> tuple[list[Entry], KeywordStats | None]:
-            holders, stats = await self.keyword_index.lookup(conn, key, space, terms, planner)
+            index = self.keyword_index
+            user = await index.user_stats(conn, key)
+            holders, stats = await index.lookup(conn, key, space, terms, planner, user)
             # Two steps, each on a primary key: a planner without table statistics
             # (a freshly filled PostgreSQL table) once chose a nested loop over both
             # tables for the one-statement semi-join and ran past the timeout.
@@ -252,14 +254,8 @@ class SQLStore(SQLTables):
                 ids = holders
             else:
                 ids = [row[0] for row in (await conn.execute(holders)).all()]
-            entries: list[Entry] = []
-            columns = self._row_columns()
-            for start in range(0, len(ids), 500):
-                stmt = sa.select(*columns).where(
-                    self._scope(key), t.c.deleted_at.is_(None), t.c.memory_id.in_(ids[start : start + 500])
-                )
-                entries.extend(self._entry(r) for r in (await conn.execute(stmt)).all())
-            return entries, stats
+            found = await self._active_entries(conn, key, ids, user.version)
+            return list(found.values()), stats
 
         return await self._read("searching", fetch)
 
@@ -280,8 +276,8 @@ class SQLStore(SQLTables):
     async def _blob_candidates(self, conn: AsyncConnection, key: UserKey, query: Any, k: int) -> list[Entry]:
         t = self.table
         if self._index_ready:  # the version the index keeps: one primary-key read
-            signature = self._matrix_signature(await self.keyword_index.signature(conn, key))
-            return await self._rank_blobs(conn, key, query, k, signature)
+            version = await self.keyword_index.signature(conn, key)
+            return await self._rank_blobs(conn, key, query, k, self._matrix_signature(version), version[0])
         signature = tuple(
             (
                 await conn.execute(
@@ -297,7 +293,13 @@ class SQLStore(SQLTables):
         return await self._rank_blobs(conn, key, query, k, (self.dimension, *(int(v) for v in signature)))
 
     async def _rank_blobs(
-        self, conn: AsyncConnection, key: UserKey, query: Any, k: int, signature: tuple[Any, ...]
+        self,
+        conn: AsyncConnection,
+        key: UserKey,
+        query: Any,
+        k: int,
+        signature: tuple[Any, ...],
+        version: int | None = None,
     ) -> list[Entry]:
         t = self.table
         matrix = self._matrices.get(key, signature)
@@ -308,25 +310,34 @@ class SQLStore(SQLTables):
             matrix = UserMatrix.from_blobs(((r[0], r[1]) for r in rows), self.dimension)
             self._matrices.put(key, signature, matrix)
         scores = dict(matrix.nearest(query, k))
-        return await self._fetch_scored(conn, key, scores)
+        return await self._fetch_scored(conn, key, scores, version)
 
     async def _fetch_scored(
-        self, conn: AsyncConnection, key: UserKey, scores: dict[str, float]
+        self, conn: AsyncConnection, key: UserKey, scores: dict[str, float], version: int | None = None
     ) -> list[Entry]:
-        """The active entries for ``scores``' IDs, in its order, scored."""
-        if not scores:
-            return []
+        """The active entries for ``scores``' IDs, in its order, scored (``version``:
+        the user's, read on ``conn`` before; see ``_active_entries``)."""
+        found = await self._active_entries(conn, key, list(scores), version)
+        return [found[i].with_score(scores[i]) for i in scores if i in found]
+
+    async def _active_entries(
+        self, conn: AsyncConnection, key: UserKey, ids: Sequence[str], version: int | None
+    ) -> dict[str, Entry]:
+        """The active entries of ``ids`` (ID → entry, in the order read), by primary
+        key in batches of 500. Given the user's ``version``, read on ``conn`` before
+        (so the rows are at least that new), only the rows not already read at that
+        version are read (``_sql_entries``)."""
+        known: dict[str, Entry] = {} if version is None else self._entries.at(key, version)
+        missing = [i for i in ids if i not in known]
         t = self.table
-        ids = list(scores)
-        found: dict[str, Entry] = {}
         columns = self._row_columns()
-        for start in range(0, len(ids), 500):
+        for start in range(0, len(missing), 500):
             stmt = sa.select(*columns).where(
-                self._scope(key), t.c.deleted_at.is_(None), t.c.memory_id.in_(ids[start : start + 500])
+                self._scope(key), t.c.deleted_at.is_(None), t.c.memory_id.in_(missing[start : start + 500])
             )
             for row in (await conn.execute(stmt)).all():
-                found[row.memory_id] = self._entry(row)
-        return [found[i].with_score(scores[i]) for i in ids if i in found]
+                known[row.memory_id] = self._entry(row)
+        return {i: known[i] for i in ids if i in known}
 
     # -- export and migration (memchat.engine.portability) -------------------
 
@@ -408,6 +419,7 @@ class SQLStore(SQLTables):
 
         await self._write_all("forgetting the old vectors", forget)
         self._matrices.clear()
+        self._entries.clear()
 
     def _meta_name(self, name: str) -> str:
         return f"{self.table.name}:{name}"

@@ -9,9 +9,12 @@ every change to a memory:
 * ``<table>_stats`` (app_name, user_id): the user's active count and the four
   length sums keyword scoring needs.
 
-A search then reads the memories holding one of the query's terms and two
-small aggregates instead of every row of the user. The terms are the engine's
-(same tokenisation on every backend), so the ranking equals a full scan's.
+A search then reads the user's statistics row (with its ``version``, bumped by
+every write), the postings of the query's terms — only those it has not read at
+that version (``_sql_postings``) —, ranks their holders in numpy
+(``CandidatePlan.choose``) and reads the rows of the best ones, instead of every
+row of the user. The terms are the engine's (same tokenisation on every
+backend), so the ranking equals a full scan's.
 
 A store made before the index existed is indexed on open, user by user, each
 user inside its own write section (serialised with that user's writers in any
@@ -26,20 +29,23 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import sqlalchemy as sa
 
 from memchat.engine.model import Entry, UserKey
 from memchat.engine.search.index import INDEX_VERSION, IndexRecord, KeywordStats, index_record
 
+from ._sql_postings import PostingsCache
+
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
 
-    from memchat.engine.search.candidates import CandidatePlan, KeywordPlanner
+    from memchat.engine.search.candidates import KeywordPlanner
 
-__all__ = ["INDEX_META", "SQLKeywordIndex"]
+__all__ = ["INDEX_META", "SQLKeywordIndex", "UserStats"]
 
 #: Meta-table entry holding the index version this table's index was built with.
 INDEX_META = "keyword_index"
@@ -62,6 +68,28 @@ def _posting_rows(key: UserKey, memory_id: str, record: IndexRecord) -> list[dic
                 **dict(zip(_POSTING_COUNTS, counts, strict=True)),
             }
     return list(rows.values())
+
+
+@dataclass(frozen=True, slots=True)
+class UserStats:
+    """One user's row of ``<table>_stats``."""
+
+    #: Bumped by every write of the user (see ``SQLKeywordIndex.stats``).
+    version: int
+    active: int
+    #: The four length sums, in ``_LENGTHS`` order.
+    lengths: tuple[int, ...]
+
+
+def _by_term(rows: Sequence[Any], terms: int) -> list[tuple[list[str], Any]]:
+    """Posting rows (term number, memory ID, four counts) as each term's
+    (memory IDs, counts array), for term numbers 0 … ``terms`` - 1."""
+    grouped: list[tuple[list[str], list[Any]]] = [([], []) for _ in range(terms)]
+    for which, memory_id, *counts in rows:
+        ids, rest = grouped[which]
+        ids.append(memory_id)
+        rest.append(counts)
+    return [(ids, np.array(rest, dtype=np.float64).reshape(len(ids), 4)) for ids, rest in grouped]
 
 
 def term_key(term: str) -> str:
@@ -107,7 +135,11 @@ class SQLKeywordIndex:
             sqlite_with_rowid=False,
             **table_options,
         )
-        self.stats = sa.Table(
+        #: The postings read per user at the user's version (``_sql_postings``).
+        self.postings = PostingsCache()
+        #: The postings statement per number of query terms (``_postings``).
+        self._postings_statements: dict[int, Any] = {}
+        stats = self.stats = sa.Table(
             short_identifier(f"{name}_stats"),
             metadata,
             sa.Column("app_name", sa.String(255), primary_key=True),
@@ -119,6 +151,9 @@ class SQLKeywordIndex:
             sa.Column("version", sa.BigInteger, nullable=False),
             schema=schema,
             **table_options,
+        )
+        self._stats_statement = sa.select(stats).where(
+            stats.c.app_name == sa.bindparam("app"), stats.c.user_id == sa.bindparam("user")
         )
 
     def _user(self, table: sa.Table, key: UserKey) -> sa.ColumnElement[bool]:
@@ -204,6 +239,13 @@ class SQLKeywordIndex:
         await conn.execute(sa.delete(self.terms).where(self._user(self.terms, key)))
         await self._add_stats(conn, key, [0, 0, 0, 0, 0], reset=True)
 
+    async def user_stats(self, conn: AsyncConnection, key: UserKey) -> UserStats:
+        """The user's statistics row (zeros for a user never written)."""
+        row = (await conn.execute(self._stats_statement, {"app": key.app, "user": key.user})).first()
+        if row is None:
+            return UserStats(0, 0, (0, 0, 0, 0))
+        return UserStats(int(row.version), int(row.active), tuple(int(row._mapping[c]) for c in _LENGTHS))
+
     async def signature(self, conn: AsyncConnection, key: UserKey) -> tuple[int, int]:
         """The user's (version, active count): changes with every write."""
         s = self.stats
@@ -238,111 +280,66 @@ class SQLKeywordIndex:
         key: UserKey,
         space: str,
         terms: Sequence[str],
-        planner: KeywordPlanner | None = None,
+        planner: KeywordPlanner | None,
+        user: UserStats,
     ) -> tuple[Any, KeywordStats]:
         """(the ``memory_id`` values of the candidates — a SELECT, or a list when
-        ranked —, the user's statistics). Without a ``planner`` every holder of a
+        ranked —, the statistics from ``user``). Without a ``planner`` every holder of a
         term is a candidate and the scorer counts document frequencies itself; with
         one, the statistics carry them and only the best-ranked holders come back."""
-        t, s = self.terms, self.stats
-        row = (await conn.execute(sa.select(s).where(self._user(s, key)))).first()
-        count, lengths = 0, [0, 0, 0, 0]
-        if row is not None:
-            count, lengths = row.active, [row._mapping[c] for c in _LENGTHS]
+        t = self.terms
+        count, lengths = user.active, user.lengths
         stored = {term: term_key(term) for term in terms}
         wanted = list(dict.fromkeys(stored.values()))
-        holders = sa.select(t.c.memory_id).where(self._user(t, key), t.c.term.in_(wanted))
         if planner is None:
+            holders = sa.select(t.c.memory_id).where(self._user(t, key), t.c.term.in_(wanted))
             return holders.distinct(), KeywordStats.of(space, count, lengths)
-        # One count per term, each a range of the primary key (see _ranked).
-        user = self._user(t, key)
-        counts = [
-            sa.select(sa.literal(index, sa.Integer), sa.func.count()).where(user, t.c.term == term)
-            for index, term in enumerate(wanted)
-        ]
-        counted = counts[0] if len(counts) == 1 else sa.union_all(*counts)
-        df_stored = {wanted[i]: n for i, n in (await conn.execute(counted)).all()}
-        df = {term: int(df_stored.get(key_, 0)) for term, key_ in stored.items()}
+        # The postings of the query's terms (those not read at this version yet: one
+        # statement), ranked here in numpy (CandidatePlan.choose): counting each term's
+        # holders and ranking them in SQL took two statements a query, the second one
+        # built and evaluated afresh each time.
+        known = self.postings.at(key, user.version)
+        missing = [term for term in wanted if term not in known.terms]
+        if missing:
+            params: dict[str, Any] = {"app": key.app, "user": key.user}
+            params.update((f"term{i}", term) for i, term in enumerate(missing))
+            rows = (await conn.execute(self._postings(len(missing)), params)).all()
+            for i, (memory_ids, counts) in enumerate(_by_term(rows, len(missing))):
+                known.add(missing[i], memory_ids, counts)
+        holders, which, counts = known.columns(wanted)
+        held = np.bincount(which, minlength=len(wanted))
+        df = {term: int(held[wanted.index(stored_term)]) for term, stored_term in stored.items()}
         stats = KeywordStats.of(space, count, lengths, df)
         plan = planner.plan(stats, stored)
-        few = plan.limit is not None and sum(df_stored.values()) <= plan.limit
-        if plan.min_rank < 0 and plan.depth is None and few:
-            return holders.distinct(), stats  # no more postings than candidates wanted
-        ranked = [
-            (r[0], float(r[1]), float(r[2])) for r in (await conn.execute(self._ranked(key, plan))).all()
-        ]
-        cutoff = ranked[-1][1] if plan.limit is not None and len(ranked) >= plan.limit else None
-        ids, cutoff = plan.settle(ranked, cutoff)
-        return ids, replace(stats, rank_cutoff=cutoff)
+        if plan.min_rank < 0 and plan.depth is None and plan.limit is not None and len(holders) <= plan.limit:
+            # No more postings than candidates wanted: every holder.
+            return [known.ids[slot] for slot in dict.fromkeys(holders.tolist())], stats
+        kept, cutoff = plan.choose(known.ids, holders, which, wanted, counts)
+        return kept, replace(stats, rank_cutoff=cutoff)
 
-    def _ranked(self, key: UserKey, plan: CandidatePlan) -> sa.Select[Any]:
-        """The holders' IDs, ranks (CandidatePlan.rank, in SQL) and floors, best first.
+    def _postings(self, terms: int) -> sa.CompoundSelect[Any] | sa.Select[Any]:
+        """The postings of ``terms`` terms (bound as ``term0``…), each row (the term's
+        number, memory ID, its four counts); made once per number of terms.
 
         One branch per term, each an equality on the primary key's prefix, joined
         by UNION ALL: a planner without table statistics (a freshly filled
         PostgreSQL table) otherwise read every posting of the user and filtered
         the terms (0.5 s at 10k memories)."""
-        t = self.terms
-
-        def saturation(tf: Any, length: Any, average: float) -> sa.ColumnElement[Any]:
-            tf = sa.cast(tf, sa.Float)
-            norm = plan.k1 * plan.one_minus_b + (plan.k1 * plan.b / average) * sa.cast(length, sa.Float)
-            return tf * plan.k1_plus_1 / (tf + norm)
-
-        content = saturation(t.c.tf_content, t.c.content_length, plan.avg_content)
-        topics = saturation(t.c.tf_topics, t.c.topic_length, plan.avg_topics)
-        contribution = content + plan.topic_weight * topics
-        branches = [
-            sa.select(
-                t.c.memory_id,
-                sa.literal(weight, sa.Float).label("weight"),
-                sa.literal(weighted_idf, sa.Float).label("weighted_idf"),
-                (sa.literal(weighted_idf, sa.Float) * contribution).label("contribution"),
-                sa.literal(int(term in plan.phrase_terms), sa.Integer).label("phrase"),
-            ).where(self._user(t, key), t.c.term == term)
-            for term, (weight, weighted_idf) in plan.weights.items()
-        ]
-        postings = (branches[0] if len(branches) == 1 else sa.union_all(*branches)).subquery("postings")
-        p = postings.c
-        sums = (
-            sa.select(
-                p.memory_id,
-                sa.func.sum(p.weight).label("matched"),
-                sa.func.sum(p.weighted_idf).label("matched_idf"),
-                sa.func.sum(p.contribution).label("raw"),
-                sa.func.sum(p.phrase).label("phrase_held"),
-            )
-            .group_by(p.memory_id)
-            .subquery("sums")
-        )
-        matched, matched_idf, raw = sums.c.matched, sums.c.matched_idf, sums.c.raw
-        if plan.total_weight <= 2.0:
-            coverage: Any = matched / max(plan.total_weight, 1.0)
-        else:
-            coverage = sa.case(
-                (matched <= 1.0, 0.5 * matched),
-                else_=0.5 + (0.5 / (plan.total_weight - 1.0)) * (matched - 1.0),
-            )
-        potential = matched_idf * plan.k1_plus_1
-        strength = sa.case((raw >= potential, sa.literal(1.0, sa.Float)), else_=raw / potential)
-        bound = (
-            plan.coverage_weight * coverage
-            + (plan.rarity_weight / plan.rarity_norm) * matched_idf
-            + plan.strength_weight * strength
-        )
-        # The rank less the ordered-phrase bonus: what the engine's score is at least.
-        floor = sa.case((bound >= 1.0, sa.literal(1.0, sa.Float)), else_=bound)
-        if plan.phrase_terms:
-            bonus = sa.case((sums.c.phrase_held == len(plan.phrase_terms), plan.phrase_bonus), else_=0.0)
-            bound = bound + bonus
-        rank = sa.case((bound >= 1.0, sa.literal(1.0, sa.Float)), else_=bound)
-        stmt = sa.select(sums.c.memory_id, rank.label("keyword_rank"), floor.label("keyword_floor")).where(
-            matched_idf > 0
-        )
-        if plan.min_rank >= 0:
-            stmt = stmt.where(rank >= plan.min_rank)
-        stmt = stmt.order_by(sa.desc("keyword_rank"), sums.c.memory_id)
-        return stmt if plan.limit is None else stmt.limit(plan.limit)
+        made = self._postings_statements.get(terms)
+        if made is None:
+            t = self.terms
+            user = sa.and_(t.c.app_name == sa.bindparam("app"), t.c.user_id == sa.bindparam("user"))
+            branches = [
+                sa.select(
+                    sa.literal_column(str(i), sa.Integer).label("which"),
+                    t.c.memory_id,
+                    *(t.c[c] for c in _POSTING_COUNTS),
+                ).where(user, t.c.term == sa.bindparam(f"term{i}"))
+                for i in range(terms)
+            ]
+            made = branches[0] if terms == 1 else sa.union_all(*branches)
+            self._postings_statements[terms] = made
+        return made
 
     async def active_counts_match(self, conn: AsyncConnection) -> bool:
         """Whether the recorded active counts add up to the table's (a writer that

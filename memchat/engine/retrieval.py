@@ -274,8 +274,11 @@ class Retrieval:
         depth = self._dense_depth(options)
         everything = self._filtered(options) or len(dense) < depth
         # The relevance floor measures the query's background over all the user's
-        # memories: when the store returned only the nearest ones, it needs their number.
-        size = None if everything else await self.store.count(key)
+        # memories: when the store returned only the nearest ones, it needs their number
+        # (an indexed store's keyword statistics carry it: no second read).
+        size = None
+        if not everything:
+            size = keyword_stats.count if keyword_stats is not None else await self.store.count(key)
         ranking = keyword.HybridRanking(
             keyword_entries,
             dense,

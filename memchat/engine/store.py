@@ -168,7 +168,9 @@ class KeywordIndexStore(Protocol):
     async def indexed_keyword_candidates(
         self, key: UserKey, space: str, terms: Sequence[str], planner: KeywordPlanner | None = None
     ) -> tuple[list[Entry], KeywordStats | None]:
-        """The memories holding one of ``terms`` in ``space``, and the statistics."""
+        """The memories holding one of ``terms`` in ``space``, and the statistics
+        (None while the index is not ready); their ``count`` is the user's active
+        count, as ``count`` gives it (hybrid search reads no second count)."""
 
 
 class IndexBuildingStore(Protocol):

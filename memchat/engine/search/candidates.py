@@ -16,9 +16,10 @@ collection's statistics. :class:`CandidatePlan` holds those numbers for one
 query; :meth:`CandidatePlan.rank` is that function plus the phrase bonus for
 every memory holding all the phrase's terms (in order or not: the postings do
 not say), so the rank bounds the score from above and is what the stores
-compute (in SQL, or in Python). A memory left out ranks — so scores — at most
-the last one returned (the cutoff): when the k-th best exact score among the
-candidates is above it, the top k is exact; otherwise the engine asks again
+compute (in numpy, :meth:`CandidatePlan.choose`, or in Redis's Lua). A memory
+left out ranks — so scores — at most the last one returned (the cutoff): when
+the k-th best exact score among the candidates is above it, the top k is
+exact; otherwise the engine asks again
 for every holder ranked at least that k-th best score
 (:meth:`KeywordPlanner.below`). The ranking so never changes; only the work does.
 
@@ -180,6 +181,33 @@ class CandidatePlan:
         if dropped:
             cutoff = max(dropped) if cutoff is None else max(cutoff, max(dropped))
         return kept, cutoff
+
+    def choose(
+        self, ids: Sequence[Any], holders: Any, which: Any, terms: Sequence[str], counts: Any
+    ) -> tuple[list[str], float | None]:
+        """What a store returns from the postings of the query's terms, ranked here
+        (numpy) rather than in the store: posting ``i`` is memory ``ids[holders[i]]`` (an ID
+        string; None for a free slot that no posting names)
+        holding ``terms[which[i]]`` with ``counts[i]`` (see :meth:`rank_holders`).
+        Returns (memory IDs, cutoff) as :meth:`settle` does: the best ``limit`` by
+        rank, ties by memory ID (the order the SQL stores used to rank in), of those
+        ranked at least ``min_rank``, cut to what can reach the top ``depth``."""
+        if not len(holders):
+            return [], None
+        ranks = self.rank_holders(holders, which, terms, counts, len(ids))
+        found = np.flatnonzero(ranks > 0)
+        if self.min_rank >= 0:
+            found = found[ranks[found] >= self.min_rank]
+        if self.limit is not None and len(found) > self.limit:
+            # Every holder at least as good as the limit-th, then sorted and cut.
+            threshold = np.partition(ranks[found], len(found) - self.limit)[len(found) - self.limit]
+            best = found[ranks[found] >= threshold].tolist()
+            order = sorted(best, key=lambda s: (-ranks[s], ids[s]))[: self.limit]
+            cutoff: float | None = float(ranks[order[-1]])
+        else:
+            order, cutoff = found.tolist(), None
+        floors = self.rank_holders(holders, which, terms, counts, len(ids), phrase_bonus=False)
+        return self.settle([(ids[s], float(ranks[s]), float(floors[s])) for s in order], cutoff)
 
     def best(self, ranks: Iterable[tuple[str, float]]) -> tuple[list[str], float | None]:
         """The memory IDs a store returns from (ID, rank) pairs, and the cutoff

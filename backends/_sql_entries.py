@@ -1,0 +1,45 @@
+"""The entries an SQL store has read, kept per user while the user's version
+(``<table>_stats.version``, bumped in the transaction of every write of the
+user, in any process) stays the same.
+
+A search reads the version first (the statistics row it needs anyway) and then
+reads only the rows it has not seen at that version: a row read under version
+``v`` is what the table held at ``v``, since no write leaves the version alone.
+Another process's write moves the version, so the next search reads afresh.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Hashable
+
+from memchat.engine.model import Entry
+
+#: Users whose entries are kept per store (LRU), as for the vector matrices.
+ENTRY_CACHE_USERS = 8
+
+
+class VersionedEntries:
+    """LRU of user → (version, memory ID → active entry read at that version)."""
+
+    def __init__(self, users: int = ENTRY_CACHE_USERS) -> None:
+        self.users = users
+        self._items: OrderedDict[Hashable, tuple[int, dict[str, Entry]]] = OrderedDict()
+
+    def at(self, key: Hashable, version: int) -> dict[str, Entry]:
+        """The entries known at ``version`` (a new, empty record when it moved on);
+        what the caller adds to it is kept."""
+        cached = self._items.get(key)
+        if cached is None or cached[0] != version:
+            cached = (version, {})
+            self._items[key] = cached
+        self._items.move_to_end(key)
+        while len(self._items) > self.users:
+            self._items.popitem(last=False)
+        return cached[1]
+
+    def drop(self, key: Hashable) -> None:
+        self._items.pop(key, None)
+
+    def clear(self) -> None:
+        self._items.clear()

@@ -1,0 +1,81 @@
+"""The postings an SQL store has read for keyword search, kept per user while the
+user's version (``<table>_stats.version``, bumped in the transaction of every
+write of the user, in any process) stays the same.
+
+A search reads the version with the statistics it needs anyway, then only the
+postings of the query terms it has not read at that version; the ranking
+(``CandidatePlan.choose``) runs over numpy columns, as the in-memory store's.
+Postings read after the version was (same transaction) are at least that new,
+and no write leaves the version alone, so another process's write is seen at
+the next search.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+import numpy as np
+
+#: Users whose postings are kept per store (LRU), as for the vector matrices.
+POSTING_CACHE_USERS = 8
+#: Postings kept per user at most (a few MB); past it the user's record starts afresh.
+MAX_POSTINGS = 500_000
+
+
+class UserPostings:
+    """One user's postings of some terms at one version: each memory met has a
+    slot (``ids[slot]``), each term its holders' slots and (content tf, topic tf,
+    content length, topic length) rows."""
+
+    __slots__ = ("ids", "size", "slots", "terms", "version")
+
+    def __init__(self, version: int) -> None:
+        self.version = version
+        self.ids: list[str] = []
+        self.slots: dict[str, int] = {}
+        self.terms: dict[str, tuple[Any, Any]] = {}
+        self.size = 0
+
+    def add(self, term: str, memory_ids: Sequence[str], counts: Any) -> None:
+        """The term's postings, as read (``counts``: one row of four per holder)."""
+        slots, ids = self.slots, self.ids
+        found = np.empty(len(memory_ids), dtype=np.int64)
+        for i, memory_id in enumerate(memory_ids):
+            slot = slots.get(memory_id)
+            if slot is None:
+                slot = slots[memory_id] = len(ids)
+                ids.append(memory_id)
+            found[i] = slot
+        self.terms[term] = (found, np.asarray(counts, dtype=np.float64).reshape(len(memory_ids), 4))
+        self.size += len(memory_ids)
+
+    def columns(self, terms: Sequence[str]) -> tuple[Any, Any, Any]:
+        """(holder slots, term numbers, counts) of every posting of ``terms`` (all added)."""
+        parts = [self.terms[term] for term in terms]
+        holders = np.concatenate([slots for slots, _ in parts])
+        counts = np.concatenate([rows for _, rows in parts])
+        which = np.repeat(np.arange(len(terms)), [len(slots) for slots, _ in parts])
+        return holders, which, counts
+
+
+class PostingsCache:
+    """LRU of user → :class:`UserPostings` at the user's last version read."""
+
+    def __init__(self, users: int = POSTING_CACHE_USERS) -> None:
+        self.users = users
+        self._items: OrderedDict[Hashable, UserPostings] = OrderedDict()
+
+    def at(self, key: Hashable, version: int) -> UserPostings:
+        """The user's postings read at ``version`` (a new, empty record when it moved on)."""
+        cached = self._items.get(key)
+        if cached is None or cached.version != version or cached.size > MAX_POSTINGS:
+            cached = self._items[key] = UserPostings(version)
+        self._items.move_to_end(key)
+        while len(self._items) > self.users:
+            self._items.popitem(last=False)
+        return cached
+
+    def clear(self) -> None:
+        self._items.clear()
