@@ -10,12 +10,13 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.screen import Screen
-from textual.widgets import Footer, Static, TextArea
+from textual.widgets import Static, TextArea
 
 from memchat.agent.commands import matching_commands
 
 from ..widgets.chat_input import ChatInput
 from ..widgets.chat_log import ChatLog
+from ..widgets.footer import MemchatFooter
 from ..widgets.header import MemchatHeader
 from ..widgets.memory_panel import MemoryPanel
 
@@ -54,7 +55,11 @@ class ChatScreen(Screen):
                 yield Static("", id="command-hint")
                 yield ChatInput(id="chat-input", cursor_blink=self._cursor_blink)
             yield MemoryPanel(id="memory-panel")
-        yield Footer()
+
+    async def on_mount(self) -> None:
+        # The message box has the focus now (AUTO_FOCUS), so the footer composes with the
+        # keys it keeps, in the first frame (see MemchatFooter).
+        await self.mount(MemchatFooter())
 
     @property
     def header(self) -> MemchatHeader:
