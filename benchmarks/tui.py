@@ -550,7 +550,6 @@ async def bench_panel(count: int) -> None:
             started = time.perf_counter()
             entries = await service.read(key)
             engine_read = time.perf_counter() - started
-            memory_list = app.chat.memory_panel.memory_list
 
             async def painted_when(condition) -> float:
                 begin = time.perf_counter()
@@ -562,8 +561,17 @@ async def bench_panel(count: int) -> None:
 
             started = time.perf_counter()
             app._driver.send_message(__import__("textual").events.Key("ctrl+b", None))
-            await painted_when(lambda: len(memory_list.entries) == len(entries))
+            # The panel is built when first opened.
+            chat = app.chat
+
+            def listed() -> bool:
+                return chat.memory_panel_shown and len(chat.memory_panel.memory_list.entries) == len(entries)
+
+            await painted_when(listed)
             opened = time.perf_counter() - started
+            memory_list = app.chat.memory_panel.memory_list
+            app._driver.send_message(__import__("textual").events.Key("down", None))  # filter → list
+            await painted_when(lambda: app.focused is memory_list)
             started = time.perf_counter()
             app._driver.send_message(__import__("textual").events.Key("end", None))
             await painted_when(lambda: memory_list.cursor == len(entries) - 1)
