@@ -18,8 +18,11 @@ from textual.widgets import Footer
 class MemchatFooter(Footer):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        # Compose with the keys at once (Textual's waits for the first notice to do so).
-        self.set_reactive(Footer._bindings_ready, True)
+        # Compose with the keys at once (Textual's waits for the first notice to do so). A private
+        # reactive of Textual's Footer: without it (another Textual) the keys come a frame later.
+        ready = getattr(Footer, "_bindings_ready", None)
+        if ready is not None:
+            self.set_reactive(ready, True)
         self._shown: tuple[object, ...] | None = None
 
     def _shown_bindings(self) -> tuple[object, ...]:
