@@ -54,6 +54,24 @@ class Bare(App):
 Bare().run()
 """
 
+#: The bare app a person would write for a chat: a header, a log, a message box, a footer.
+BARE_CHAT_APP = """
+from textual.app import App
+from textual.widgets import Footer, Header, Input, RichLog
+class Bare(App):
+    def compose(self):
+        yield Header()
+        yield RichLog()
+        yield Input(placeholder="Message")
+        yield Footer()
+Bare().run()
+"""
+
+#: Drawn = every marker on screen: the header's title and the footer's command palette key
+#: (Textual's footer shows its keys a frame or more after the rest).
+BARE_DRAWN = "Bare|palette"
+MEMCHAT_DRAWN = "memchat|palette"
+
 
 # -- 1. first frame in tmux -------------------------------------------------------------------
 def _rss_mb(pid: int) -> float:
@@ -77,24 +95,28 @@ def _tmux_launch(command: list[str], cwd: Path, env: dict[str, str], first: str,
     tmux("-f", "/dev/null", "new-session", "-d", "-s", "b", "-x", "120", "-y", "40", "-c", str(cwd), shell)
     try:
         pid = int(tmux("display-message", "-p", "-t", "b", "#{pane_pid}").stdout or 0)
-        first_at = ready_at = None
+        title_at = first_at = ready_at = None
         rss_first = rss_ready = float("nan")
         deadline = started + 30
         while time.perf_counter() < deadline:
             screen = tmux("capture-pane", "-p", "-t", "b").stdout.decode("utf-8", "replace")
             now = time.perf_counter()
+            if title_at is None and first.split("|")[0] in screen:
+                title_at = now - started
             if first_at is None and all(s in screen for s in first.split("|")):
                 first_at, rss_first = now - started, _rss_mb(pid)
             if first_at is not None and (ready is None or ready in screen):
                 ready_at, rss_ready = now - started, _rss_mb(pid)
                 break
             time.sleep(0.005)
-        return first_at, ready_at, rss_first, rss_ready
+        return first_at, ready_at, rss_first, rss_ready, title_at
     finally:
         tmux("kill-server")
 
 
-def bench_first_frame(runs: int) -> None:
+def bench_first_frame(runs: int, checkouts: list[str | None]) -> None:
+    """Every program once per round, rounds repeated ``runs`` times (so a change of the
+    machine's load falls on every row alike); memchat from each checkout (None: the installed one)."""
     if not shutil.which("tmux") or not MEMCHAT.exists():
         print("first frame: skipped (needs tmux and the installed memchat)")
         return
@@ -106,42 +128,57 @@ def bench_first_frame(runs: int) -> None:
             "TERM": "xterm-256color",
             "LANG": "C.UTF-8",
             "PATH": os.environ.get("PATH", ""),
-            **EXTRA_ENV,
         }
+        bare_scripts = []
+        for name, source in (("bare.py", BARE_APP), ("bare_chat.py", BARE_CHAT_APP)):
+            (Path(tmp) / name).write_text(source)
+            bare_scripts.append([sys.executable, str(Path(tmp) / name)])
         cases = [
-            ("bare Textual app (Header + Footer)", [sys.executable, "-c", repr(BARE_APP)], {}, "Bare|", None),
-            ("memchat --memory sqlite (offline model)", [str(MEMCHAT), "--memory", "sqlite"], {},
-             "memchat|palette", "Memory chat ready!"),
-            ("memchat --memory sqlite (openai model)", [str(MEMCHAT), "--memory", "sqlite"],
-             {"OPENAI_API_KEY": "sk-bench-not-used"}, "memchat|palette", "Memory chat ready!"),
-        ]  # fmt: skip
-        print(f"\n## First frame in tmux 120x40 ({runs} runs each; median, min)\n")
-        print("| program | first frame | ratio to bare | RSS at first frame | ready | RSS when ready |")
-        print("|---|---|---|---|---|---|")
-        bare = None
-        for label, command, extra, first, ready in cases:
-            if command[0] == sys.executable:
-                script = Path(tmp) / "bare.py"
-                script.write_text(BARE_APP)
-                command = [sys.executable, str(script)]
-            results = [_tmux_launch(command, Path(tmp), {**env, **extra}, first, ready) for _ in range(runs)]
-            firsts = [r[0] for r in results if r[0] is not None]
-            readies = [r[1] for r in results if r[1] is not None]
+            ("bare Textual app (Header + Footer)", bare_scripts[0], {}, BARE_DRAWN, None),
+            ("bare Textual chat app (Header, RichLog, Input, Footer)", bare_scripts[1], {}, BARE_DRAWN, None),
+        ]
+        for checkout in checkouts:
+            where = {"PYTHONPATH": str(Path(checkout).resolve())} if checkout else {}
+            label = f" [{checkout}]" if len(checkouts) > 1 or checkout else ""
+            cases += [
+                (f"memchat --memory sqlite (offline model){label}", [str(MEMCHAT), "--memory", "sqlite"],
+                 where, MEMCHAT_DRAWN, "Memory chat ready!"),
+                (f"memchat --memory sqlite (openai model){label}", [str(MEMCHAT), "--memory", "sqlite"],
+                 {**where, "OPENAI_API_KEY": "sk-bench-not-used"}, MEMCHAT_DRAWN, "Memory chat ready!"),
+            ]  # fmt: skip
+        results: list[list[tuple]] = [[] for _ in cases]
+        for _ in range(runs):
+            for n, (_label, command, extra, first, ready) in enumerate(cases):
+                results[n].append(_tmux_launch(command, Path(tmp), {**env, **extra}, first, ready))
+        print(f"\n## First frame in tmux 120x40 ({runs} rounds; median, min)\n")
+        print("First frame: the header and the footer's keys on screen; header: its title alone. Ratios: to")
+        print("the bare app's median first frame, and to the bare chat app's.\n")
+        print("| program | first frame | ratio to bare | to bare chat | header | RSS at first frame | ready "
+              "| RSS when ready |")  # fmt: skip
+        print("|---|---|---|---|---|---|---|---|")
+        medians: list[float] = []
+        for (label, _command, _extra, _first, ready), runs_of in zip(cases, results, strict=True):
+            firsts = [r[0] for r in runs_of if r[0] is not None]
+            readies = [r[1] for r in runs_of if r[1] is not None]
             if not firsts:
-                print(f"| {label} | (not drawn) | | | | |")
+                print(f"| {label} | (not drawn) | | | | | | |")
+                medians.append(float("nan"))
                 continue
-            rss_first = statistics.median(r[2] for r in results if r[0] is not None)
+            first = statistics.median(firsts)
+            medians.append(first)
+            rss_first = statistics.median(r[2] for r in runs_of if r[0] is not None)
             rss_ready = (
-                statistics.median(r[3] for r in results if r[1] is not None) if readies else float("nan")
+                statistics.median(r[3] for r in runs_of if r[1] is not None) if readies else float("nan")
             )
             ready_text = (
                 f"{statistics.median(readies):.2f} s ({min(readies):.2f})" if ready and readies else "—"
             )
-            bare = bare if bare is not None else statistics.median(firsts)
+            title = statistics.median(r[4] for r in runs_of if r[4] is not None)
+            to_chat = first / medians[1] if len(medians) > 1 else 1.0
             print(
-                f"| {label} | {statistics.median(firsts):.2f} s ({min(firsts):.2f}) | "
-                f"{statistics.median(firsts) / bare:.2f}× | {rss_first:.0f} MB | "
-                f"{ready_text} | {rss_ready:.0f} MB |"
+                f"| {label} | {first:.2f} s ({min(firsts):.2f}) | {first / medians[0]:.2f}× | "
+                f"{to_chat:.2f}× | {title:.2f} s | "
+                f"{rss_first:.0f} MB | {ready_text} | {rss_ready:.0f} MB |"
             )
 
 
@@ -513,7 +550,6 @@ async def bench_panel(count: int) -> None:
             started = time.perf_counter()
             entries = await service.read(key)
             engine_read = time.perf_counter() - started
-            memory_list = app.chat.memory_panel.memory_list
 
             async def painted_when(condition) -> float:
                 begin = time.perf_counter()
@@ -525,8 +561,17 @@ async def bench_panel(count: int) -> None:
 
             started = time.perf_counter()
             app._driver.send_message(__import__("textual").events.Key("ctrl+b", None))
-            await painted_when(lambda: len(memory_list.entries) == len(entries))
+            # The panel is built when first opened.
+            chat = app.chat
+
+            def listed() -> bool:
+                return chat.memory_panel_shown and len(chat.memory_panel.memory_list.entries) == len(entries)
+
+            await painted_when(listed)
             opened = time.perf_counter() - started
+            memory_list = app.chat.memory_panel.memory_list
+            app._driver.send_message(__import__("textual").events.Key("down", None))  # filter → list
+            await painted_when(lambda: app.focused is memory_list)
             started = time.perf_counter()
             app._driver.send_message(__import__("textual").events.Key("end", None))
             await painted_when(lambda: memory_list.cursor == len(entries) - 1)
@@ -557,12 +602,17 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=10_000)
     parser.add_argument("--rate", type=float, default=2_000)
     parser.add_argument("--memories", type=int, default=10_000)
-    parser.add_argument("--pythonpath", help="run memchat from this checkout (e.g. the code before a change)")
+    parser.add_argument(
+        "--pythonpath",
+        action="append",
+        help="run memchat from this checkout (e.g. the code before a change); first-frame takes it "
+        "more than once and measures each beside the others",
+    )
     args = parser.parse_args()
     if args.pythonpath:
-        EXTRA_ENV["PYTHONPATH"] = str(Path(args.pythonpath).resolve())
+        EXTRA_ENV["PYTHONPATH"] = str(Path(args.pythonpath[0]).resolve())
     if args.only in (None, "first-frame"):
-        bench_first_frame(args.runs)
+        bench_first_frame(args.runs, args.pythonpath or [None])
     if args.only in (None, "quit"):
         bench_quit(args.runs)
     if args.only in (None, "stream"):

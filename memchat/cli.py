@@ -34,6 +34,27 @@ from .settings_spec import ASK, BACKEND_VARIABLES, CHAT
 
 T = TypeVar("T")
 
+#: The subcommand groups (`memchat memory …`, `sessions …`, `mcp …`), filled in below.
+SUBGROUPS: dict[str, typer.Typer] = {}
+
+
+class MemchatGroup(PlainHelpGroup):
+    """The root command: a subcommand group is turned into click commands when it is named
+    (or listed by --help), not on every start: building all of them took ~20 ms of each
+    `memchat` start (the chat runs none of them)."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*super().list_commands(ctx), *(name for name in SUBGROUPS if name not in self.commands)]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name in SUBGROUPS and cmd_name not in self.commands:
+            # Built exactly as `app.add_typer(group, name=…)` would build it.
+            holder = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
+            holder.add_typer(SUBGROUPS[cmd_name], name=cmd_name)
+            self.add_command(typer.main.get_command(holder).commands[cmd_name], cmd_name)  # type: ignore[attr-defined]
+        return super().get_command(ctx, cmd_name)
+
+
 app = typer.Typer(
     name="memchat",
     help=(
@@ -46,7 +67,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
     context_settings=HELP_OPTIONS,
-    cls=PlainHelpGroup,
+    cls=MemchatGroup,
 )
 memory_app = typer.Typer(
     help="Inspect and edit stored memories without the chat.",
@@ -54,7 +75,7 @@ memory_app = typer.Typer(
     context_settings=HELP_OPTIONS,
     cls=PlainHelpGroup,
 )
-app.add_typer(memory_app, name="memory")
+SUBGROUPS["memory"] = memory_app
 
 
 def _backend_epilog() -> str:
@@ -324,12 +345,12 @@ def _scope(settings: Any) -> str:
 
 from .cli_sessions import sessions_app  # noqa: E402 - it uses the helpers above
 
-app.add_typer(sessions_app, name="sessions")
+SUBGROUPS["sessions"] = sessions_app
 
 # `memchat mcp …` lives in its own module, which takes its options from this one.
 from .mcp.commands import mcp_app  # noqa: E402
 
-app.add_typer(mcp_app, name="mcp")
+SUBGROUPS["mcp"] = mcp_app
 
 # `memchat memory list | search | add | delete | restore | clear | count`, and
 # `memchat memory export | import | migrate` (registered on memory_app when imported).

@@ -234,7 +234,7 @@ class MemchatApp(SessionActions, MemoryActions, Toggles, App[int]):
             if notice:
                 self._told_keyword_only = True
                 self.notify(notice.removeprefix("memchat: "), title="Memory search", timeout=10)
-        if self.chat.memory_panel.display:
+        if self.chat.memory_panel_shown:
             self.load_memories()
         await show_session()
         if self._queued is not None:
@@ -515,14 +515,15 @@ class MemchatApp(SessionActions, MemoryActions, Toggles, App[int]):
         )
         await self.chat.chat_log.add_note(text, "session")
 
-    def action_toggle_memories(self) -> None:
-        panel = self.chat.memory_panel
-        panel.display = not panel.display
-        if panel.display:
-            self.load_memories()
-            panel.focus_filter()
-        else:
+    async def action_toggle_memories(self) -> None:
+        chat = self.chat
+        if chat.memory_panel_shown:
+            chat.memory_panel.display = False
             self.action_focus_input()
+            return
+        panel = await chat.show_memory_panel()
+        self.load_memories()
+        panel.focus_filter()
 
     async def action_help(self) -> None:
         await self.chat.chat_log.add_note(help_note(), "help")

@@ -17,12 +17,12 @@ from memchat.safe_text import one_line
 
 from .host import AppHost
 from .messages import MemoriesFailed, MemoriesLoaded, MemoryChanged
-from .screens.confirm import ConfirmScreen
-from .widgets.memory_list import MemoryList
-from .widgets.memory_panel import MemoryPanel
 
 if TYPE_CHECKING:
     from memchat.engine.model import Entry
+
+    from .widgets.memory_list import MemoryList
+    from .widgets.memory_panel import MemoryPanel
 
 
 #: Results the panel's ranked search (Enter in the filter) asks the engine for.
@@ -44,10 +44,13 @@ class MemoryActions(AppHost):
     def _memories_changed(self) -> None:
         """A memory tool ran: refresh the panel now if it is open, else when it opens."""
         self._memories_stale = True
-        if self.chat.memory_panel.display:
+        if self.chat.memory_panel_shown:
             self.load_memories()
 
     def load_memories(self) -> None:
+        """Read the memories into the panel (one never opened reads them when it opens)."""
+        if not self.chat.memory_panel_shown:
+            return
         panel = self.chat.memory_panel
         if self.runner is None:
             panel.show_message(
@@ -108,6 +111,8 @@ class MemoryActions(AppHost):
             self._confirm_change(message.action, message.entry)
 
     def _confirm_change(self, action: str, entry: Entry, note: str = "") -> None:
+        from .screens.confirm import ConfirmScreen  # a dialog: loaded when first asked
+
         soft = self.runner is not None and self.runner.memory.soft_delete
         if action == "delete":
             consequence = (

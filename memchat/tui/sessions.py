@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 from textual import work
 from textual.content import Content
 
-from memchat.agent.llm import ToolCall
 from memchat.safe_text import one_line, printable
 
 from .host import AppHost
 from .widgets.message import AssistantMessage
 
 if TYPE_CHECKING:
+    from memchat.agent.llm import ToolCall
     from memchat.agent.runner import Runner
     from memchat.agent.sessions import Resumed
     from memchat.sessions.model import SessionRecord
@@ -57,6 +57,7 @@ def turn_transcript(turn: Sequence[SessionRecord]) -> str:
 async def show_turn(chat_log: ChatLog, turn: Sequence[SessionRecord]) -> None:
     """One saved turn as live messages: the user's, then the answer with its tool panels and stats."""
     from memchat.agent.events import TurnStats  # the engine's extraction types: after the first frame
+    from memchat.agent.llm import ToolCall
 
     view: AssistantMessage | None = None
     calls: dict[str, ToolCall] = {}

@@ -163,14 +163,41 @@ async def test_memory_command_toggles_the_panel() -> None:
     app = make_app()
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
-        panel = app.chat.memory_panel
-        assert not panel.display
+        assert not app.chat.memory_panel_shown
         await say(pilot, "/memory")
+        panel = app.chat.memory_panel
         assert panel.display and app.focused is panel.filter_input  # type to filter at once
         await pilot.press("escape")
         assert app.focused is app.chat.chat_input
         await say(pilot, "/memory")
         assert not panel.display
+
+
+async def test_the_panel_opens_at_once_after_start_and_fills_when_connected() -> None:
+    """The panel is built when first opened: ctrl+b right after the first frame, before
+    the backend is open, shows it with the filter focused, and its memories once connected."""
+    opened = asyncio.Event()
+
+    async def slow_factory(settings):
+        await opened.wait()
+        return await runner_factory()(settings)
+
+    app = MemchatApp(make_settings(), runner_factory=slow_factory, cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: app.first_frame_at is not None, what="the first frame")
+        await pilot.press("ctrl+b")
+        panel = app.chat.memory_panel
+        assert panel.display and app.focused is panel.filter_input
+        assert panel.memory_list.empty_text == "Connecting to the backend…"
+        await pilot.press("i", "x")
+        assert panel.filter_input.value == "ix"  # typing filters at once
+        opened.set()
+        await ready(pilot)
+        await wait_until(pilot, lambda: panel.memory_list.empty_text != "Connecting to the backend…",
+                         what="the memories once connected")  # fmt: skip
+        assert "0 containing “ix”" in str(panel.query_one("#memory-status").render())
+        await pilot.press("ctrl+b")
+        assert not panel.display and app.focused is app.chat.chat_input
 
 
 async def test_model_error_is_shown_and_the_next_message_works() -> None:

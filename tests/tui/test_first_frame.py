@@ -132,3 +132,39 @@ def test_the_command_line_reaches_the_tui_without_pydantic_or_the_engine(tmp_pat
     line = next((x for x in done.stdout.splitlines() if x.startswith("LOADED")), None)
     assert line is not None, f"the TUI was not started: {done.stdout}\n{done.stderr}"
     assert line == "LOADED", f"loaded before the TUI: {line[len('LOADED') :]}"
+
+
+def footer_keys(app) -> list[str]:
+    """The footer's keys as laid out on the screen (key, label)."""
+    from textual.widgets._footer import FooterKey
+
+    return [f"{k.key} {k.description}".strip() for k in app.chat.query(FooterKey) if k.region.area]
+
+
+async def test_the_first_frame_shows_the_footer_keys_and_they_follow_the_state() -> None:
+    """The footer's keys are in the first frame (Textual's own footer draws them a
+    frame or more later, after the chat starts loading), and they still change with
+    the app's state: Esc Stop while an answer is being written, gone after it."""
+    from memchat.tui.app import MemchatApp
+    from tests.agent.scripted_model import ScriptedModel, Step
+
+    from .support import make_settings, ready, runner_factory, say, wait_until
+
+    drawn: dict[str, list[str]] = {}
+
+    class Probe(MemchatApp):
+        def _after_first_frame(self) -> None:
+            drawn["first frame"] = footer_keys(self)
+            super()._after_first_frame()
+
+    model = ScriptedModel([Step("one two three " * 30, delay=0.01)])
+    app = Probe(make_settings(), runner_factory=runner_factory(lambda: model), cursor_blink=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await ready(pilot)
+        assert drawn["first frame"] == footer_keys(app)
+        assert {"ctrl+b Memories", "ctrl+q Quit", "f1 Help", "ctrl+p palette"} <= set(drawn["first frame"])
+        assert "escape Stop" not in drawn["first frame"]
+        await say(pilot, "talk slowly", wait=False)
+        await wait_until(pilot, lambda: "escape Stop" in footer_keys(app), what="Esc Stop in the footer")
+        await wait_until(pilot, lambda: not app.busy, what="the answer")
+        await wait_until(pilot, lambda: footer_keys(app) == drawn["first frame"], what="Esc Stop gone")

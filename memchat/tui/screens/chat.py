@@ -1,23 +1,28 @@
 """The chat screen: header, conversation, message box, memory side panel, footer.
 
-It only lays widgets out and offers typed access to them; the app drives them."""
+It only lays widgets out and offers typed access to them; the app drives them.
+The memory panel is built the first time it opens: the first frame does not wait
+for what it does not show."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.screen import Screen
-from textual.widgets import Footer, Static, TextArea
+from textual.widgets import Static, TextArea
 
 from memchat.agent.commands import matching_commands
 
 from ..widgets.chat_input import ChatInput
 from ..widgets.chat_log import ChatLog
+from ..widgets.footer import MemchatFooter
 from ..widgets.header import MemchatHeader
-from ..widgets.memory_panel import MemoryPanel
+
+if TYPE_CHECKING:
+    from ..widgets.memory_panel import MemoryPanel
 
 #: Keys that scroll the conversation from anywhere on the chat screen (the
 #: message box forwards them too: see ChatInput).
@@ -40,6 +45,7 @@ class ChatScreen(Screen):
         super().__init__(id="chat-screen")
         self._header_values = {"model": model, "backend": backend, "user": user, "streaming": streaming}
         self._cursor_blink = cursor_blink
+        self._memory_panel: MemoryPanel | None = None
 
     def compose(self):
         header = MemchatHeader(id="header")
@@ -48,13 +54,15 @@ class ChatScreen(Screen):
         header.set_reactive(MemchatHeader.user, self._header_values["user"])
         header.set_reactive(MemchatHeader.streaming, self._header_values["streaming"])
         yield header
-        with Horizontal(id="body"):
-            with Vertical(id="chat-column"):
-                yield ChatLog(id="chat-log")
-                yield Static("", id="command-hint")
-                yield ChatInput(id="chat-input", cursor_blink=self._cursor_blink)
-            yield MemoryPanel(id="memory-panel")
-        yield Footer()
+        with Horizontal(id="body"), Vertical(id="chat-column"):
+            yield ChatLog(id="chat-log")
+            yield Static("", id="command-hint")
+            yield ChatInput(id="chat-input", cursor_blink=self._cursor_blink)
+
+    async def on_mount(self) -> None:
+        # The message box has the focus now (AUTO_FOCUS), so the footer composes with the
+        # keys it keeps, in the first frame (see MemchatFooter).
+        await self.mount(MemchatFooter())
 
     @property
     def header(self) -> MemchatHeader:
@@ -70,7 +78,25 @@ class ChatScreen(Screen):
 
     @property
     def memory_panel(self) -> MemoryPanel:
-        return self.query_one(MemoryPanel)
+        """The memory side panel, once it has been opened (see show_memory_panel)."""
+        if self._memory_panel is None:
+            raise LookupError("the memory panel has not been opened yet")
+        return self._memory_panel
+
+    @property
+    def memory_panel_shown(self) -> bool:
+        return self._memory_panel is not None and self._memory_panel.display
+
+    async def show_memory_panel(self) -> MemoryPanel:
+        """Show the memory panel, building it the first time."""
+        if self._memory_panel is None:
+            from ..widgets.memory_panel import MemoryPanel
+
+            panel = MemoryPanel(id="memory-panel")
+            await self.query_one("#body").mount(panel)
+            self._memory_panel = panel
+        self._memory_panel.display = True
+        return self._memory_panel
 
     def action_scroll_chat(self, where: str) -> None:
         """PgUp/PgDn, ctrl+Home/ctrl+End: move through the conversation (scrolling

@@ -17,7 +17,6 @@ from memchat.safe_text import one_line, printable
 
 from .. import gc_pause
 from ..format import stats_line
-from .tool_panel import ToolCallPanel
 
 if TYPE_CHECKING:  # the agent's modules load after the first frame
     from textual.widgets import Markdown
@@ -25,6 +24,8 @@ if TYPE_CHECKING:  # the agent's modules load after the first frame
 
     from memchat.agent.events import ExtractionFinished, TurnStats
     from memchat.agent.llm import ToolCall
+
+    from .tool_panel import ToolCallPanel
 
 
 class ChatMessage:
@@ -240,6 +241,8 @@ class AssistantMessage(ChatMessage, Vertical):
     async def add_tool_calls(self, calls: tuple[ToolCall, ...], *, expanded: bool = False) -> None:
         await self._end_text()
         await self._clear_pending()
+        from .tool_panel import ToolCallPanel  # loaded with the first tool call
+
         panels = [ToolCallPanel(call, expanded=expanded) for call in calls]
         for panel in panels:
             self.panels[panel.call.id] = panel
