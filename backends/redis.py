@@ -48,6 +48,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from memchat.engine.model import BackendError, ConfigError, Entry, UserKey
 from memchat.engine.search.index import KeywordStats
 from memchat.engine.secrets import redact
+from memchat.engine.vectors import ProgressCallback
 
 from ._cache import DecodeCache
 from ._ordering import newest_first
@@ -76,7 +77,15 @@ from ._redis_layout import (
 from ._redis_transaction import RedisTransaction
 from ._vectors import MatrixCache, UserMatrix, check_query
 from .base import DEFAULT_VECTOR_DIMENSION, Capabilities, bounded_lock, resolve_timeout
-from .redis_index import index_keys, indexed_terms, lookup, queue_drop
+from .redis_index import (
+    INDEX_META,
+    INDEX_VERSION,
+    build_every_user,
+    index_keys,
+    indexed_terms,
+    lookup,
+    queue_drop,
+)
 
 __all__ = [
     "DEFAULT_ADDR",
@@ -157,6 +166,8 @@ class RedisStore:
         self._locks: weakref.WeakValueDictionary[UserKey, asyncio.Lock] = weakref.WeakValueDictionary()
         self._decoded: DecodeCache[Entry] = DecodeCache()
         self._matrices = MatrixCache()
+        #: Told how far building the keyword index on open has got (set by the service).
+        self.progress: ProgressCallback | None = None
 
     # -- plumbing --------------------------------------------------------
 
@@ -230,6 +241,16 @@ class RedisStore:
             return
         await self._bounded("connecting", self._client.ping)
         self._ready = True
+        if await self.read_meta(INDEX_META) != INDEX_VERSION:
+            await build_every_user(self)
+
+    async def rebuild_index(self, key: UserKey) -> None:
+        """Re-create the user's keyword index from its active memories, in a write section."""
+
+        async def rebuild(tx: RedisTransaction) -> None:
+            await tx.rebuild_index()
+
+        await self.atomic(key, rebuild)
 
     async def close(self) -> None:
         client, self._client, self._ready = self._client, None, False
@@ -370,11 +391,7 @@ class RedisStore:
 
         found = await self.run("reading", fetch)
         if found is None:
-
-            async def rebuild(tx: RedisTransaction) -> None:
-                await tx.rebuild_index()
-
-            await self.atomic(key, rebuild)
+            await self.rebuild_index(key)
         return found
 
     async def count(self, key: UserKey, *, include_deleted: bool = False) -> int:
@@ -439,11 +456,7 @@ class RedisStore:
         result = await self.run("searching", fetch)
         if result is not None:
             return result
-
-        async def rebuild(tx: RedisTransaction) -> None:
-            await tx.rebuild_index()
-
-        await self.atomic(key, rebuild)
+        await self.rebuild_index(key)
         return await self.keyword_candidates(key, ""), None
 
     # -- vectors -----------------------------------------------------------

@@ -612,8 +612,10 @@ async def test_memories_written_without_the_keyword_index_are_found_and_indexed(
     await raw.hset(keys.active, legacy.id, encode_entry(legacy))  # the entry only, as before the index
     keyword = SearchOptions(mode="keyword")
     assert [e.memory.text for e in await svc.search(key, "cello", keyword)] == ["Alice plays the cello"]
-    assert int(await raw.hget(keys.active + ":kw:s2", "active")) == 2
-    assert list(await raw.hkeys(keys.active + ":kw:p:k:cello")) == ["f" * 64]
+    assert int(await raw.hget(keys.active + ":kw:s3", "active")) == 2
+    slot = await raw.hget(keys.active + ":kw:slot", "f" * 64)
+    assert await raw.hget(keys.active + ":kw:id", slot) == "f" * 64
+    assert await raw.strlen(keys.active + ":kw:q:k:cello") == 20  # one posting
     assert [e.memory.text for e in await svc.search(key, "cat", keyword)] == ["Alice has a cat"]
     await svc.clear(key)  # a hard clear takes the index with it
     assert not [k async for k in raw.scan_iter(match=keys.active + ":kw:*")]
@@ -622,7 +624,7 @@ async def test_memories_written_without_the_keyword_index_are_found_and_indexed(
 
 async def test_a_version_1_index_is_replaced_and_its_keys_dropped(make_store, raw) -> None:
     """Version 1 kept plain sets (no term counts) under kw:t: with kw:stats; the first
-    search after the upgrade rebuilds the index as version 2 and drops the old keys."""
+    search after the upgrade rebuilds the index as version 3 and drops the old keys."""
     from memchat.engine import SearchOptions
 
     store = make_store()
@@ -641,7 +643,7 @@ async def test_a_version_1_index_is_replaced_and_its_keys_dropped(make_store, ra
     assert [e.memory.text for e in await svc.search(key, "cat", keyword)] == ["Alice has a cat"]
     remaining = {k[len(base) :] async for k in raw.scan_iter(match=base + "*")}
     assert not {"df", "stats", "t:k:cat"} & remaining
-    assert {"s2", "terms", "p:k:cat", "p:k:tea"} <= remaining
+    assert {"s3", "q", "q:k:cat", "q:k:tea", "slot", "id"} <= remaining
     assert [e.memory.text for e in await svc.search(key, "green tea", keyword)] == ["Alice drinks green tea"]
     await svc.close()
 
