@@ -110,7 +110,7 @@ local rar_w, str_w = tonumber(ARGV[9]), tonumber(ARGV[10])
 local total, rarity_norm = tonumber(ARGV[11]), tonumber(ARGV[12])
 local avg_c, avg_t, bonus = tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])
 local phrase_n = tonumber(ARGV[16])
-local unpack_record = struct.unpack
+local unpack_record, min, max = struct.unpack, math.min, math.max
 local function ids_of(list)
   local ids = {}
   for start = 1, #list, 1000 do
@@ -119,39 +119,72 @@ local function ids_of(list)
   end
   return ids
 end
-local matched, matched_idf, raw, phrase = {}, {}, {}, {}
-for i = 1, #KEYS - 1 do
-  local base = 16 + 3 * (i - 1)
-  local w, wi, ph = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]), tonumber(ARGV[base + 3])
+-- Which of the terms a holder has is a bit set (50 terms a word): what depends
+-- only on that (the matched weight and idf, the phrase terms held) is worked
+-- out once per distinct set, summed in term order as before.
+local terms = #KEYS - 1
+local w, wi, ph, words, raw = {}, {}, {}, {}, {}
+for i = 1, terms do
+  local arg = 16 + 3 * (i - 1)
+  w[i], wi[i], ph[i] = tonumber(ARGV[arg + 1]), tonumber(ARGV[arg + 2]), tonumber(ARGV[arg + 3])
+  local word = math.floor((i - 1) / 50) + 1
+  local held = words[word] or {}
+  words[word] = held
+  local bit, weight = 2 ^ ((i - 1) % 50), wi[i]
   local s = redis.call('GET', KEYS[i])
   if s then
     for pos = 1, #s, 20 do
       local slot, tc, tt, lc, lt = unpack_record('<I4I4I4I4I4', s, pos)
       local sat = tc * k1p1 / (tc + k1 * (omb + b * lc / avg_c))
         + topic_w * tt * k1p1 / (tt + k1 * (omb + b * lt / avg_t))
-      local m = matched[slot]
-      if m == nil then
-        matched[slot], matched_idf[slot], raw[slot] = w, wi, wi * sat
-      else
-        matched[slot], matched_idf[slot], raw[slot] = m + w, matched_idf[slot] + wi, raw[slot] + wi * sat
-      end
-      if ph ~= 0 then phrase[slot] = (phrase[slot] or 0) + ph end
+      held[slot] = (held[slot] or 0) + bit
+      local sum = raw[slot]
+      if sum == nil then raw[slot] = weight * sat else raw[slot] = sum + weight * sat end
     end
   end
 end
+local function sums(slot)
+  local m, mi, p = 0, 0, 0
+  for word = 1, #words do
+    local x, i = words[word][slot] or 0, (word - 1) * 50
+    while x > 0 do
+      i = i + 1
+      if x % 2 == 1 then
+        m, mi, p = m + w[i], mi + wi[i], p + ph[i]
+        x = x - 1
+      end
+      x = x / 2
+    end
+  end
+  return m, mi, p
+end
+-- Per bit set: the rank less its strength part (false: no idf), the strength's
+-- denominator, and whether the phrase bonus applies.
+local first, set_base, set_denom, set_bonus = words[1], {}, {}, {}
 local slots, ranks, floors, n = {}, {}, {}, 0
-for slot, m in pairs(matched) do
-  local mi = matched_idf[slot]
-  if mi > 0 then
-    local cov
-    if total <= 2 then cov = m / math.max(total, 1)
-    elseif m <= 1 then cov = 0.5 * m
-    else cov = 0.5 + 0.5 * (m - 1) / (total - 1) end
-    local strength = math.min(raw[slot] / (mi * k1p1), 1)
-    local r = cov_w * cov + rar_w * mi / rarity_norm + str_w * strength
-    local floor = math.min(r, 1)
-    if phrase_n > 0 and phrase[slot] == phrase_n then r = r + bonus end
-    r = math.min(r, 1)
+for slot, sum in pairs(raw) do
+  local set = first[slot] or 0 -- a number below 2^50, exact; more words: their digits
+  if #words > 1 then set = string.format('%.0f', set) end
+  for word = 2, #words do set = set .. string.format(':%.0f', words[word][slot] or 0) end
+  local base, denom, with_bonus = set_base[set], set_denom[set], set_bonus[set]
+  if base == nil then
+    local m, mi, p = sums(slot)
+    base = false
+    if mi > 0 then
+      local cov
+      if total <= 2 then cov = m / max(total, 1)
+      elseif m <= 1 then cov = 0.5 * m
+      else cov = 0.5 + 0.5 * (m - 1) / (total - 1) end
+      base, denom = cov_w * cov + rar_w * mi / rarity_norm, mi * k1p1
+    end
+    with_bonus = phrase_n > 0 and p == phrase_n
+    set_base[set], set_denom[set], set_bonus[set] = base, denom, with_bonus
+  end
+  if base then
+    local r = base + str_w * min(sum / denom, 1)
+    local floor = min(r, 1)
+    if with_bonus then r = r + bonus end
+    r = min(r, 1)
     if r >= min_rank then
       n = n + 1
       slots[n], ranks[n], floors[n] = slot, r, floor
@@ -187,11 +220,16 @@ if limit > 0 and n > limit then
   if #tied > room then
     local tied_slots = {}
     for t, i in ipairs(tied) do tied_slots[t] = slots[i] end
-    local tied_ids = ids_of(tied_slots)
-    local by_id = {}
-    for t, i in ipairs(tied) do by_id[t] = {tied_ids[t] or '', i} end
-    table.sort(by_id, function(x, y) return x[1] < y[1] end)
-    for t = 1, room do chosen[#chosen + 1] = by_id[t][2] end
+    local tied_ids, index_of, by_id = ids_of(tied_slots), {}, {}
+    for t, i in ipairs(tied) do
+      local id = tied_ids[t]
+      if id then
+        index_of[id] = i
+        by_id[#by_id + 1] = id
+      end
+    end
+    table.sort(by_id)
+    for t = 1, math.min(room, #by_id) do chosen[#chosen + 1] = index_of[by_id[t]] end
   else
     for _, i in ipairs(tied) do chosen[#chosen + 1] = i end
   end
