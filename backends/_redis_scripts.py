@@ -25,7 +25,8 @@ WRITE_SCRIPT = """
 local id, dropped = ARGV[1], tonumber(ARGV[2])
 local written = #KEYS - 4 - dropped
 local slot = tonumber(redis.call('HGET', KEYS[1], id))
-if slot == nil then
+local fresh = slot == nil -- a new slot has no posting yet (a slot is freed only once it has none)
+if fresh then
   if written == 0 then return 0 end
   slot = tonumber(redis.call('RPOP', KEYS[3])) or redis.call('INCR', KEYS[4])
   redis.call('HSET', KEYS[1], id, slot)
@@ -57,8 +58,7 @@ for i = 1, written do
   local key, a = KEYS[4 + dropped + i], 2 + 4 * (i - 1)
   local record = struct.pack('<I4I4I4I4I4', slot, tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]),
     tonumber(ARGV[a + 3]), tonumber(ARGV[a + 4]))
-  local s = redis.call('GET', key)
-  local p = s and find(s)
+  local p = not fresh and find(redis.call('GET', key) or '')
   if p then redis.call('SETRANGE', key, p - 1, record) else redis.call('APPEND', key, record) end
 end
 if written == 0 then
