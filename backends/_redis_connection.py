@@ -131,8 +131,8 @@ def explain_error(exc: BaseException, address: str, timeout: float, password: st
     if isinstance(exc, NoPermissionError):
         return (
             f"the Redis user may not run a command memchat needs ({text}): allow "
-            "PING, GET, INCR, SCAN, HGET, HMGET, HGETALL, HKEYS, HVALS, HLEN, HEXISTS, HSET, HDEL, "
-            "DEL, WATCH, MULTI and EXEC"
+            "its string, hash, list, sorted-set, key, script and transaction commands "
+            "(ACL +@string +@hash +@list +@sortedset +@keyspace +@scripting +@transaction +@connection)"
         )
     if isinstance(exc, ReadOnlyError):
         return f"the server is a read-only replica: point {ENV_URL} at the primary"
