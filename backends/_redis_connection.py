@@ -95,6 +95,14 @@ def mask_url(url: str) -> str:
     return f"{scheme}://{auth}{host}:{opts.get('port') or 6379}/{db}"
 
 
+def server_address(opts: Mapping[str, Any]) -> str:
+    """``host:port`` (or the socket path) of the server ``check_url`` parsed, for messages."""
+    if opts.get("path"):
+        return str(opts["path"])
+    host = opts.get("host") or "localhost"
+    return f"[{host}]:{opts.get('port') or 6379}" if ":" in host else f"{host}:{opts.get('port') or 6379}"
+
+
 def new_client(url: str, timeout: float, client_options: dict[str, Any]) -> aioredis.Redis:
     """A client of ``url`` whose every call is bounded by ``timeout``."""
     options: dict[str, Any] = {
@@ -131,8 +139,8 @@ def explain_error(exc: BaseException, address: str, timeout: float, password: st
     if isinstance(exc, NoPermissionError):
         return (
             f"the Redis user may not run a command memchat needs ({text}): allow "
-            "PING, GET, INCR, SCAN, HGET, HMGET, HGETALL, HKEYS, HVALS, HLEN, HEXISTS, HSET, HDEL, "
-            "DEL, WATCH, MULTI and EXEC"
+            "its string, hash, list, sorted-set, key, script and transaction commands "
+            "(ACL +@string +@hash +@list +@sortedset +@keyspace +@scripting +@transaction +@connection)"
         )
     if isinstance(exc, ReadOnlyError):
         return f"the server is a read-only replica: point {ENV_URL} at the primary"

@@ -11,7 +11,7 @@ from memchat.engine.model import Entry, UserKey, to_micros
 from ._buffered import BufferedWrites
 from ._redis_layout import UserKeys, encode_entry
 from ._vectors import encode_vector
-from .redis_index import index_keys, indexed_terms, queue_drop, queue_replace, record_of
+from .redis_index import index_keys, indexed_terms, queue_build, queue_drop, queue_replace, record_of
 
 
 class RedisTransaction(BufferedWrites[bytes]):
@@ -112,8 +112,7 @@ class RedisTransaction(BufferedWrites[bytes]):
         if self._rebuild is not None:
             names, entries = self._rebuild
             queue_drop(pipe, names)
-            for indexed in entries:
-                queue_replace(pipe, index, indexed.id, None, record_of(indexed))
+            queue_build(pipe, index, entries)
             for start in range(0, len(entries), 1000):
                 chunk = entries[start : start + 1000]
                 pipe.zadd(index.recent, {e.id: to_micros(e.updated_at) for e in chunk})

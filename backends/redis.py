@@ -48,6 +48,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from memchat.engine.model import BackendError, ConfigError, Entry, UserKey
 from memchat.engine.search.index import KeywordStats
 from memchat.engine.secrets import redact
+from memchat.engine.vectors import ProgressCallback
 
 from ._cache import DecodeCache
 from ._ordering import newest_first
@@ -60,6 +61,7 @@ from ._redis_connection import (
     mask_url,
     new_client,
     resolve_url,
+    server_address,
 )
 from ._redis_layout import (
     UserKeys,
@@ -76,7 +78,15 @@ from ._redis_layout import (
 from ._redis_transaction import RedisTransaction
 from ._vectors import MatrixCache, UserMatrix, check_query
 from .base import DEFAULT_VECTOR_DIMENSION, Capabilities, bounded_lock, resolve_timeout
-from .redis_index import index_keys, indexed_terms, lookup, queue_drop
+from .redis_index import (
+    INDEX_META,
+    INDEX_VERSION,
+    build_every_user,
+    index_keys,
+    indexed_terms,
+    lookup,
+    queue_drop,
+)
 
 __all__ = [
     "DEFAULT_ADDR",
@@ -157,6 +167,8 @@ class RedisStore:
         self._locks: weakref.WeakValueDictionary[UserKey, asyncio.Lock] = weakref.WeakValueDictionary()
         self._decoded: DecodeCache[Entry] = DecodeCache()
         self._matrices = MatrixCache()
+        #: Told how far building the keyword index on open has got (set by the service).
+        self.progress: ProgressCallback | None = None
 
     # -- plumbing --------------------------------------------------------
 
@@ -170,11 +182,7 @@ class RedisStore:
     @property
     def address(self) -> str:
         """``host:port`` (or the socket path) of the server, for messages."""
-        opts = self._url_options
-        if opts.get("path"):
-            return str(opts["path"])
-        host = opts.get("host") or "localhost"
-        return f"[{host}]:{opts.get('port') or 6379}" if ":" in host else f"{host}:{opts.get('port') or 6379}"
+        return server_address(self._url_options)
 
     def _new_client(self) -> aioredis.Redis:
         return new_client(self._url, self.timeout, self._client_options)
@@ -196,10 +204,10 @@ class RedisStore:
                 async with asyncio.timeout(self.timeout):
                     await client.aclose()
 
-    async def _bounded(self, action: str, call: Callable[[], Awaitable[T]]) -> T:
-        """``call()`` within ``timeout``; its driver errors become one BackendError."""
+    async def _bounded(self, action: str, call: Callable[[], Awaitable[T]], timeout: float = 0.0) -> T:
+        """``call()`` within ``timeout`` (default: the store's); its driver errors become one BackendError."""
         try:
-            async with asyncio.timeout(self.timeout):
+            async with asyncio.timeout(max(timeout, self.timeout)):
                 return await call()
         except (RedisTimeoutError, TimeoutError) as exc:
             await self._discard_client()
@@ -224,19 +232,31 @@ class RedisStore:
     # -- Store -----------------------------------------------------------
 
     async def open(self) -> None:
-        if self._client is None:
-            self._client = self._new_client()
+        self._client = self._client or self._new_client()
         if self._ready:
             return
         await self._bounded("connecting", self._client.ping)
         self._ready = True
+        if await self.read_meta(INDEX_META) != INDEX_VERSION:
+            await build_every_user(self)
+
+    async def rebuild_index(self, key: UserKey) -> None:
+        """Re-create the user's keyword index in a write section given a second per
+        1,000 active memories if that is longer than the timeout (10k: 7.5 s, loaded)."""
+
+        async def rebuild(tx: RedisTransaction) -> None:
+            await tx.rebuild_index()
+
+        await self.atomic(key, rebuild, timeout=await self.count(key) / 1000)
 
     async def close(self) -> None:
         client, self._client, self._ready = self._client, None, False
         if client is not None:
             await client.aclose()
 
-    async def atomic(self, key: UserKey, work: Callable[[RedisTransaction], Awaitable[T]]) -> T:
+    async def atomic(
+        self, key: UserKey, work: Callable[[RedisTransaction], Awaitable[T]], *, timeout: float = 0.0
+    ) -> T:
         client = await self._connected()
         keys = self.keys_for(key)
         lock = self._locks.get(key)
@@ -245,7 +265,7 @@ class RedisStore:
         async with bounded_lock(lock, self.timeout, "this user's other writes in this process"):
             try:
                 result, tx, version = await self._bounded(
-                    "writing", lambda: self._section(client, key, keys, work)
+                    "writing", lambda: self._section(client, key, keys, work), timeout
                 )
             except BaseException:
                 self._matrices.drop(key)
@@ -370,11 +390,7 @@ class RedisStore:
 
         found = await self.run("reading", fetch)
         if found is None:
-
-            async def rebuild(tx: RedisTransaction) -> None:
-                await tx.rebuild_index()
-
-            await self.atomic(key, rebuild)
+            await self.rebuild_index(key)
         return found
 
     async def count(self, key: UserKey, *, include_deleted: bool = False) -> int:
@@ -439,11 +455,7 @@ class RedisStore:
         result = await self.run("searching", fetch)
         if result is not None:
             return result
-
-        async def rebuild(tx: RedisTransaction) -> None:
-            await tx.rebuild_index()
-
-        await self.atomic(key, rebuild)
+        await self.rebuild_index(key)
         return await self.keyword_candidates(key, ""), None
 
     # -- vectors -----------------------------------------------------------

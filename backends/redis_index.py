@@ -2,57 +2,92 @@
 
 Beside each user's hashes (same hash tag, so one cluster slot)::
 
-    <base>:kw:p:<term>    hash  memory ID → "tf_content tf_topics content_length topic_length"
-                                for each active memory holding <term>
-    <base>:kw:terms       hash  term → how many active memories hold it (the user's terms)
-    <base>:kw:s2          hash  active, k_content, k_topics, s_content, s_topics
+    <base>:kw:q:<term>    string  the term's postings: 20-byte records (slot, tf_content,
+                                  tf_topics, content_length, topic_length), one per
+                                  active memory holding <term> (_redis_scripts.py)
+    <base>:kw:slot        hash  memory ID → slot (a small number per indexed memory)
+    <base>:kw:id          hash  slot → memory ID
+    <base>:kw:free        list  slots given back, used again first; <base>:kw:next: the last slot made
+    <base>:kw:q           hash  term → how many active memories hold it (the user's terms)
+    <base>:kw:s3          hash  active, k_content, k_topics, s_content, s_topics
     <base>:recent         sorted set  active memory ID → updated_at (µs): "the newest N"
 
-They change in the same MULTI/EXEC as the entries (``queue_replace``), under
-the section's WATCH of the user's hashes, so a write and its postings land
-together or not at all. A search reads the statistics and each term's
-document frequency (HLEN) in one round trip; then a Lua script ranks the
-holders by the engine's formula (search/candidates.py, ``CandidatePlan.rank``)
-inside Redis and returns the best few hundred, whose entries are read by HMGET.
+They change in the same MULTI/EXEC as the entries (``queue_replace``: a Lua
+script per changed memory, run at EXEC), under the section's WATCH of the
+user's hashes, so a write and its postings land together or not at all. A
+search reads the statistics and each term's document frequency (its length
+÷ 20) in one round trip; then a Lua script ranks the holders by the engine's
+formula (search/candidates.py, ``CandidatePlan.rank``) inside Redis and
+returns the best few hundred, whose entries are read by HMGET.
 
-Self-healing instead of a migration: if the recorded active count differs from
-the active hash's size (a store written before this index existed, or by a
-memchat that does not keep it; likewise when the recent set's size differs
-from it — version 1 kept plain sets under ``kw:t:`` and
-its statistics under ``kw:stats``, which it still updates while ``kw:s2`` does
-not move), that search scans as before and the user's index is rebuilt in a
-write section (``rebuild``), losing nothing.
+Versions: 1 kept plain sets under ``kw:t:`` (statistics ``kw:stats``, terms
+``kw:df``); 2 a hash per term under ``kw:p:`` (``kw:s2``, ``kw:terms``); 3,
+this one, the packed strings above. A store of an older version is rebuilt
+user by user when it is opened (``INDEX_META`` in the store's meta hash
+records the version built), losing nothing. Besides, a search whose recorded
+active count differs from the active hash's size (a memchat that does not
+keep this version wrote the user; likewise when the recent set's size differs
+from it) scans as before and the user's index is rebuilt in a write section
+(``rebuild``).
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from memchat.engine.model import Entry
+from memchat.engine.model import Entry, UserKey
 from memchat.engine.search.index import IndexRecord, KeywordStats, index_record
+from memchat.engine.vectors import IndexingProgress, report_progress
+
+from ._redis_layout import user_bases, user_of_base
+from ._redis_scripts import HOLDERS_SCRIPT, RANK_SCRIPT, RECORD_FORMAT, RECORD_SIZE, WRITE_SCRIPT
 
 if TYPE_CHECKING:
     from memchat.engine.search.candidates import CandidatePlan, KeywordPlanner
 
-__all__ = ["IndexKeys", "index_keys", "indexed_terms", "lookup", "queue_drop", "queue_replace", "record_of"]
+__all__ = [
+    "INDEX_META",
+    "INDEX_VERSION",
+    "IndexKeys",
+    "build_every_user",
+    "index_keys",
+    "indexed_terms",
+    "lookup",
+    "queue_build",
+    "queue_drop",
+    "queue_replace",
+    "record_of",
+]
+
+#: The store's meta record of the index version its users' indexes were built with.
+INDEX_META = "keyword_index"
+INDEX_VERSION = "3"
 
 _STATS_FIELDS = ("active", "k_content", "k_topics", "s_content", "s_topics")
 
 
 class IndexKeys:
-    __slots__ = ("df", "legacy", "recent", "stats", "term_prefix")
+    __slots__ = ("df", "free", "ids", "legacy", "next", "recent", "slots", "stats", "term_prefix")
 
     def __init__(self, base: str) -> None:
         #: Sorted set: active memory ID → updated_at in microseconds (reading the
         #: newest N is a range of it, not a read of the whole hash).
         self.recent = f"{base}:recent"
-        self.df = f"{base}:kw:terms"
-        self.stats = f"{base}:kw:s2"
-        self.term_prefix = f"{base}:kw:p:"
-        #: Version 1's keys: its term list (df hash), statistics and set prefix.
-        self.legacy = (f"{base}:kw:df", f"{base}:kw:stats", f"{base}:kw:t:")
+        self.df = f"{base}:kw:q"
+        self.stats = f"{base}:kw:s3"
+        self.term_prefix = f"{base}:kw:q:"
+        self.slots = f"{base}:kw:slot"
+        self.ids = f"{base}:kw:id"
+        self.free = f"{base}:kw:free"
+        self.next = f"{base}:kw:next"
+        #: Older versions' keys: (term list, statistics, term prefix) of version 1, then 2.
+        self.legacy = (
+            (f"{base}:kw:df", f"{base}:kw:stats", f"{base}:kw:t:"),
+            (f"{base}:kw:terms", f"{base}:kw:s2", f"{base}:kw:p:"),
+        )
 
     def term(self, term: str) -> str:
         return self.term_prefix + term
@@ -75,44 +110,81 @@ def queue_replace(
     """Queue (inside MULTI) the change of one memory's postings and the statistics."""
     if before == after:
         return
-    old = _packed(before)
-    new = _packed(after)
-    for term in old.keys() - new.keys():
-        pipe.hdel(keys.term(term), memory_id)
+    old = _counts(before)
+    new = _counts(after)
+    dropped = sorted(old.keys() - new.keys())
+    written = [(term, counts) for term, counts in new.items() if old.get(term) != counts]
+    if dropped or written:
+        pipe.eval(
+            WRITE_SCRIPT,
+            4 + len(dropped) + len(written),
+            keys.slots,
+            keys.ids,
+            keys.free,
+            keys.next,
+            *(keys.term(t) for t in dropped),
+            *(keys.term(t) for t, _ in written),
+            memory_id,
+            len(dropped),
+            *(n for _, counts in written for n in counts),
+        )
+    for term in dropped:
         pipe.hincrby(keys.df, term, -1)
-    for term, counts in new.items():
-        if old.get(term) != counts:  # new, or its counts or the memory's lengths changed
-            pipe.hset(keys.term(term), memory_id, counts)
-        if term not in old:
-            pipe.hincrby(keys.df, term, 1)
-    for record, sign in ((before, -1), (after, 1)):
-        if record is not None:
-            pipe.hincrby(keys.stats, "active", sign)
-            for name, n in zip(_STATS_FIELDS[1:], record.lengths, strict=True):
-                if n:
-                    pipe.hincrby(keys.stats, name, sign * n)
+    for term in new.keys() - old.keys():
+        pipe.hincrby(keys.df, term, 1)
+    _queue_stats(pipe, keys, before, -1)
+    _queue_stats(pipe, keys, after, 1)
 
 
-def _packed(record: IndexRecord | None) -> dict[str, str]:
+def _queue_stats(pipe: Any, keys: IndexKeys, record: IndexRecord | None, sign: int) -> None:
+    if record is not None:
+        pipe.hincrby(keys.stats, "active", sign)
+        for name, n in zip(_STATS_FIELDS[1:], record.lengths, strict=True):
+            if n:
+                pipe.hincrby(keys.stats, name, sign * n)
+
+
+def _counts(record: IndexRecord | None) -> dict[str, tuple[int, int, int, int]]:
     if record is None:
         return {}
-    return {term: f"{a} {b} {c} {d}" for term, a, b, c, d in record.postings()}
+    return {term: (a, b, c, d) for term, a, b, c, d in record.postings()}
+
+
+def queue_build(pipe: Any, keys: IndexKeys, entries: Sequence[Entry]) -> None:
+    """Queue (inside MULTI, after ``queue_drop``) the whole index of these active
+    entries at once: slots 1…n, each term's postings one SET."""
+    postings: dict[str, list[bytes]] = {}
+    totals = [0] * len(_STATS_FIELDS)
+    for slot, entry in enumerate(entries, 1):
+        record = index_record(entry.memory)
+        totals[0] += 1
+        for i, n in enumerate(record.lengths, 1):
+            totals[i] += n
+        for term, tf_content, tf_topics, content_length, topic_length in record.postings():
+            packed = struct.pack(RECORD_FORMAT, slot, tf_content, tf_topics, content_length, topic_length)
+            postings.setdefault(term, []).append(packed)
+    ids = [entry.id for entry in entries]
+    for start in range(0, len(ids), 1000):
+        slots = range(start + 1, min(start + 1000, len(ids)) + 1)
+        pipe.hset(keys.slots, mapping={ids[s - 1]: s for s in slots})
+        pipe.hset(keys.ids, mapping={s: ids[s - 1] for s in slots})
+    if ids:
+        pipe.set(keys.next, len(ids))
+    terms = list(postings)
+    for start in range(0, len(terms), 1000):
+        chunk = terms[start : start + 1000]
+        pipe.mset({keys.term(t): b"".join(postings[t]) for t in chunk})
+        pipe.hset(keys.df, mapping={t: len(postings[t]) for t in chunk})
+    pipe.hset(keys.stats, mapping=dict(zip(_STATS_FIELDS, totals, strict=True)))
 
 
 async def indexed_terms(client: Any, keys: IndexKeys) -> list[str]:
-    """Every key of the user's index, both versions' (what ``queue_drop`` deletes)."""
-    legacy_df, legacy_stats, legacy_prefix = keys.legacy
-    terms = await client.hkeys(keys.df)
-    old = await client.hkeys(legacy_df)
-    return [
-        keys.recent,
-        keys.df,
-        keys.stats,
-        legacy_df,
-        legacy_stats,
-        *(keys.term(t) for t in terms),
-        *(legacy_prefix + t for t in old),
-    ]
+    """Every key of the user's index, every version's (what ``queue_drop`` deletes)."""
+    names = [keys.recent, keys.df, keys.stats, keys.slots, keys.ids, keys.free, keys.next]
+    names += [keys.term(t) for t in await client.hkeys(keys.df)]
+    for term_list, stats, prefix in keys.legacy:
+        names += [term_list, stats, *(prefix + t for t in await client.hkeys(term_list))]
+    return names
 
 
 def queue_drop(pipe: Any, names: Sequence[str]) -> None:
@@ -138,32 +210,51 @@ async def lookup(
         pipe.hlen(active_key)
         pipe.hmget(keys.stats, list(_STATS_FIELDS))
         for term in terms:
-            if planner is None:
-                pipe.hkeys(keys.term(term))
-            else:
-                pipe.hlen(keys.term(term))
-        size, stats, *per_term = await pipe.execute()
+            pipe.strlen(keys.term(term))
+        size, stats, *lengths = await pipe.execute()
     values = [int(v or 0) for v in stats]
     if values[0] != int(size):
         return None
+    df = {term: int(n) // RECORD_SIZE for term, n in zip(terms, lengths, strict=True)}
+    held = [term for term in terms if df[term]]
+    postings = [keys.term(t) for t in held]
     if planner is None:
-        return sorted(set().union(*per_term)), KeywordStats.of(space, values[0], values[1:])
-    df = {term: int(n) for term, n in zip(terms, per_term, strict=True)}
+        ids = await client.eval(HOLDERS_SCRIPT, len(held) + 1, *postings, keys.ids) if held else []
+        return sorted(ids), KeywordStats.of(space, values[0], values[1:])
     stats = KeywordStats.of(space, values[0], values[1:], df)
     plan = planner.plan(stats)
-    held = [term for term in terms if df[term]]
     if not held:
         return [], stats
-    reply = await client.eval(
-        _RANK_SCRIPT, len(held), *(keys.term(t) for t in held), *_script_args(plan, held)
-    )
-    ranked = [
-        (i.decode() if isinstance(i, bytes) else str(i), float(rank), float(floor))
-        for i, rank, floor in zip(reply[0::3], reply[1::3], reply[2::3], strict=True)
-    ]
+    reply = await client.eval(RANK_SCRIPT, len(held) + 1, *postings, keys.ids, *_script_args(plan, held))
+    # The script returns its best in no order: best first here, ties by ID.
+    rows = zip(reply[0::3], reply[1::3], reply[2::3], strict=True)
+    ranked = sorted(((str(i), float(r), float(f)) for i, r, f in rows), key=lambda row: (-row[1], row[0]))
     cutoff = ranked[-1][1] if plan.limit is not None and len(ranked) >= plan.limit else None
     ids, cutoff = plan.settle(ranked, cutoff)
     return ids, replace(stats, rank_cutoff=cutoff)
+
+
+async def build_every_user(store: Any) -> None:
+    """Index, user by user (each in a write section of ``store``, a RedisStore),
+    a store whose keyword index is of an older version or missing, telling
+    ``store.progress`` how far it got; then record the version."""
+
+    async def active_counts(client: Any) -> dict[UserKey, int]:
+        bases = await user_bases(client, store.key_prefix)
+        async with client.pipeline(transaction=False) as pipe:
+            for base in bases:
+                pipe.hlen(base)
+            sizes = await pipe.execute()
+        return {user_of_base(base): int(n) for base, n in zip(bases, sizes, strict=True)}
+
+    counts = await store.run("reading the users to index", active_counts)
+    total, done = sum(counts.values()), 0
+    await report_progress(store.progress, IndexingProgress(done, total))
+    for key, n in counts.items():
+        await store.rebuild_index(key)
+        done += n
+        await report_progress(store.progress, IndexingProgress(done, total))
+    await store.write_meta(INDEX_META, INDEX_VERSION)
 
 
 def _script_args(plan: CandidatePlan, terms: Sequence[str]) -> list[Any]:
@@ -194,65 +285,3 @@ def _script_args(plan: CandidatePlan, terms: Sequence[str]) -> list[Any]:
         weight, weighted_idf = plan.weights[term]
         args += [repr(weight), repr(weighted_idf), 1 if term in plan.phrase_terms else 0]
     return args
-
-
-#: CandidatePlan.rank over every holder of the given terms, inside Redis (no
-#: posting crosses the network): returns [id, rank, floor, id, rank, floor, …] (the
-#: floor: the rank less the ordered-phrase bonus), best first, at most ``limit``
-#: (0: all) of those ranked at least ``min_rank``.
-_RANK_SCRIPT = """
-local limit = tonumber(ARGV[1])
-local min_rank = tonumber(ARGV[2])
-local k1, b, omb, k1p1 = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local topic_w, cov_w = tonumber(ARGV[7]), tonumber(ARGV[8])
-local rar_w, str_w = tonumber(ARGV[9]), tonumber(ARGV[10])
-local total, rarity_norm = tonumber(ARGV[11]), tonumber(ARGV[12])
-local avg_c, avg_t, bonus = tonumber(ARGV[13]), tonumber(ARGV[14]), tonumber(ARGV[15])
-local phrase_n = tonumber(ARGV[16])
-local matched, matched_idf, raw, phrase = {}, {}, {}, {}
-for i = 1, #KEYS do
-  local base = 16 + 3 * (i - 1)
-  local w, wi, ph = tonumber(ARGV[base + 1]), tonumber(ARGV[base + 2]), tonumber(ARGV[base + 3])
-  local flat = redis.call('HGETALL', KEYS[i])
-  for j = 1, #flat, 2 do
-    local id = flat[j]
-    local tc, tt, lc, lt = string.match(flat[j + 1], '(%d+) (%d+) (%d+) (%d+)')
-    tc, tt, lc, lt = tonumber(tc), tonumber(tt), tonumber(lc), tonumber(lt)
-    local sat = tc * k1p1 / (tc + k1 * (omb + b * lc / avg_c))
-      + topic_w * tt * k1p1 / (tt + k1 * (omb + b * lt / avg_t))
-    matched[id] = (matched[id] or 0) + w
-    matched_idf[id] = (matched_idf[id] or 0) + wi
-    raw[id] = (raw[id] or 0) + wi * sat
-    phrase[id] = (phrase[id] or 0) + ph
-  end
-end
-local ranked = {}
-for id, m in pairs(matched) do
-  local mi = matched_idf[id]
-  if mi > 0 then
-    local cov
-    if total <= 2 then cov = m / math.max(total, 1)
-    elseif m <= 1 then cov = 0.5 * m
-    else cov = 0.5 + 0.5 * (m - 1) / (total - 1) end
-    local strength = math.min(raw[id] / (mi * k1p1), 1)
-    local r = cov_w * cov + rar_w * mi / rarity_norm + str_w * strength
-    local floor = math.min(r, 1)
-    if phrase_n > 0 and phrase[id] == phrase_n then r = r + bonus end
-    r = math.min(r, 1)
-    if r >= min_rank then ranked[#ranked + 1] = {r, id, floor} end
-  end
-end
-table.sort(ranked, function(x, y)
-  if x[1] ~= y[1] then return x[1] > y[1] end
-  return x[2] < y[2]
-end)
-local n = #ranked
-if limit > 0 and n > limit then n = limit end
-local out = {}
-for i = 1, n do
-  out[#out + 1] = ranked[i][2]
-  out[#out + 1] = string.format('%.17g', ranked[i][1])
-  out[#out + 1] = string.format('%.17g', ranked[i][3])
-end
-return out
-"""

@@ -612,8 +612,10 @@ async def test_memories_written_without_the_keyword_index_are_found_and_indexed(
     await raw.hset(keys.active, legacy.id, encode_entry(legacy))  # the entry only, as before the index
     keyword = SearchOptions(mode="keyword")
     assert [e.memory.text for e in await svc.search(key, "cello", keyword)] == ["Alice plays the cello"]
-    assert int(await raw.hget(keys.active + ":kw:s2", "active")) == 2
-    assert list(await raw.hkeys(keys.active + ":kw:p:k:cello")) == ["f" * 64]
+    assert int(await raw.hget(keys.active + ":kw:s3", "active")) == 2
+    slot = await raw.hget(keys.active + ":kw:slot", "f" * 64)
+    assert await raw.hget(keys.active + ":kw:id", slot) == "f" * 64
+    assert await raw.strlen(keys.active + ":kw:q:k:cello") == 20  # one posting
     assert [e.memory.text for e in await svc.search(key, "cat", keyword)] == ["Alice has a cat"]
     await svc.clear(key)  # a hard clear takes the index with it
     assert not [k async for k in raw.scan_iter(match=keys.active + ":kw:*")]
@@ -622,7 +624,7 @@ async def test_memories_written_without_the_keyword_index_are_found_and_indexed(
 
 async def test_a_version_1_index_is_replaced_and_its_keys_dropped(make_store, raw) -> None:
     """Version 1 kept plain sets (no term counts) under kw:t: with kw:stats; the first
-    search after the upgrade rebuilds the index as version 2 and drops the old keys."""
+    search after the upgrade rebuilds the index as version 3 and drops the old keys."""
     from memchat.engine import SearchOptions
 
     store = make_store()
@@ -641,8 +643,79 @@ async def test_a_version_1_index_is_replaced_and_its_keys_dropped(make_store, ra
     assert [e.memory.text for e in await svc.search(key, "cat", keyword)] == ["Alice has a cat"]
     remaining = {k[len(base) :] async for k in raw.scan_iter(match=base + "*")}
     assert not {"df", "stats", "t:k:cat"} & remaining
-    assert {"s2", "terms", "p:k:cat", "p:k:tea"} <= remaining
+    assert {"s3", "q", "q:k:cat", "q:k:tea", "slot", "id"} <= remaining
     assert [e.memory.text for e in await svc.search(key, "green tea", keyword)] == ["Alice drinks green tea"]
+    await svc.close()
+
+
+async def test_a_version_2_index_is_rebuilt_on_open_with_a_progress_line(make_store, raw) -> None:
+    """A store whose index is of version 2 (a hash per term under kw:p:) is rebuilt
+    on open, every user, with the progress line of the SQL stores; nothing is lost."""
+    from backends.redis_index import INDEX_META
+    from memchat.engine import SearchOptions
+
+    store = make_store()
+    svc = MemoryService(store)
+    texts = {"one": ["Alice has a cat", "Alice drinks green tea"], "two": ["Bob plays chess"]}
+    for user, added in texts.items():
+        for text in added:
+            await svc.add(UserKey("memory-chat", user), text)
+    await svc.close()
+    for user in texts:  # what version 2 left: its keys only, and no version recorded
+        base = store.keys_for(UserKey("memory-chat", user)).active + ":kw:"
+        async for name in raw.scan_iter(match=base + "*"):
+            await raw.delete(name)
+        await raw.hset(base + "p:k:cat", "stale-id", "1 0 4 0")
+        await raw.hset(base + "terms", mapping={"k:cat": 1})
+        await raw.hset(base + "s2", mapping={"active": 2})
+    await raw.hdel(store._meta_key, INDEX_META)
+
+    told = []
+    reopened = MemoryService(make_store(), progress=told.append)
+    await reopened.open()
+    indexing = [state for state in told if state.label == "indexing"]
+    assert indexing[0].done == 0 and indexing[-1].finished and indexing[-1].total == 3
+    assert indexing[-1].message() == "Indexing 3 memories for keyword search… 100%"
+    assert await raw.hget(store._meta_key, INDEX_META) == "3"
+    base = store.keys_for(UserKey("memory-chat", "one")).active + ":kw:"
+    remaining = {k[len(base) :] async for k in raw.scan_iter(match=base + "*")}
+    assert not {"p:k:cat", "terms", "s2"} & remaining
+    assert {"s3", "q", "q:k:cat", "slot", "id"} <= remaining
+    keyword = SearchOptions(mode="keyword")
+    found = await reopened.search(UserKey("memory-chat", "one"), "cat", keyword)
+    assert [e.memory.text for e in found] == ["Alice has a cat"]
+    found = await reopened.search(UserKey("memory-chat", "two"), "chess", keyword)
+    assert [e.memory.text for e in found] == ["Bob plays chess"]
+    await reopened.close()
+
+
+async def test_a_deleted_memory_leaves_the_postings_and_its_slot_is_used_again(make_store, raw) -> None:
+    """Removing a memory from the middle of a term's postings keeps the others
+    (the last record moves into its place), and the next memory takes its slot."""
+    from memchat.engine import SearchOptions
+
+    store = make_store()
+    svc = MemoryService(store)
+    key = UserKey("memory-chat", "slots")
+    added = [await svc.add(key, f"Alice likes tea number {word}") for word in ("one", "two", "three", "four")]
+    keys = store.keys_for(key)
+    tea = keys.active + ":kw:q:k:tea"
+    assert await raw.strlen(tea) == 4 * 20
+    second_slot = await raw.hget(keys.active + ":kw:slot", added[1].id)
+    await svc.delete(key, added[1].id)
+    assert await raw.strlen(tea) == 3 * 20
+    assert await raw.hget(keys.active + ":kw:slot", added[1].id) is None
+    keyword = SearchOptions(mode="keyword", max_results=10)
+    found = {e.memory.text for e in await svc.search(key, "tea", keyword)}
+    assert found == {f"Alice likes tea number {word}" for word in ("one", "three", "four")}
+    fifth = await svc.add(key, "Bob likes tea number five")
+    assert await raw.hget(keys.active + ":kw:slot", fifth.id) == second_slot
+    assert await raw.llen(keys.active + ":kw:free") == 0
+    assert len(await svc.search(key, "tea", keyword)) == 4
+    assert [e.memory.text for e in await svc.search(key, "five", keyword)] == ["Bob likes tea number five"]
+    await svc.update(key, added[0].id, "Alice likes coffee now")  # its tea posting goes, coffee comes
+    assert await raw.strlen(tea) == 3 * 20
+    assert [e.memory.text for e in await svc.search(key, "coffee", keyword)] == ["Alice likes coffee now"]
     await svc.close()
 
 
