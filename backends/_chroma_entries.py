@@ -12,42 +12,25 @@ of this process carries the cache over to the version it wrote.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 
 from memchat.engine.model import Entry, UserKey
 
-#: Users whose records are kept per store (LRU).
-CACHED_USERS = 8
+from ._sql_entries import VersionedEntries
 
 
-class EntryCache:
-    """LRU of user → (index version, record ID → entry)."""
+class EntryCache(VersionedEntries):
+    """LRU of user → (index version, record ID → entry), with the hand-over of a
+    write section of this process (:meth:`take`, :meth:`carry`)."""
 
-    def __init__(self, users: int = CACHED_USERS) -> None:
-        self.users = users
-        self._items: OrderedDict[UserKey, tuple[str, dict[str, Entry]]] = OrderedDict()
-
-    def at(self, key: UserKey, version: str) -> dict[str, Entry]:
-        """The user's cached records at ``version`` (emptied when the version moved);
-        the caller adds what it reads."""
-        cached = self._items.get(key)
-        if cached is None or cached[0] != version:
-            cached = (version, {})
-            self._items[key] = cached
-        self._items.move_to_end(key)
-        while len(self._items) > self.users:
-            self._items.popitem(last=False)
-        return cached[1]
-
-    def take(self, key: UserKey) -> tuple[str, dict[str, Entry]] | None:
+    def take(self, key: UserKey) -> tuple[Hashable, dict[str, Entry]] | None:
         """Remove the user's records (a write section starts) and return them."""
         return self._items.pop(key, None)
 
     def carry(
         self,
         key: UserKey,
-        taken: tuple[str, dict[str, Entry]] | None,
+        taken: tuple[Hashable, dict[str, Entry]] | None,
         before: str,
         after: str,
         written: Mapping[str, Entry | None],
@@ -64,9 +47,3 @@ class EntryCache:
             else:
                 records[record_id] = entry
         self._items[key] = (after, records)
-
-    def drop(self, key: UserKey) -> None:
-        self._items.pop(key, None)
-
-    def clear(self) -> None:
-        self._items.clear()

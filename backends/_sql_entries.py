@@ -1,6 +1,6 @@
-"""The entries an SQL store has read, kept per user while the user's version
-(``<table>_stats.version``, bumped in the transaction of every write of the
-user, in any process) stays the same.
+"""The entries a store has read (the SQL stores; Chroma's cache extends it),
+kept per user while the user's version (``<table>_stats.version``, bumped in
+the transaction of every write of the user, in any process) stays the same.
 
 A search reads the version first (the statistics row it needs anyway) and then
 reads only the rows it has not seen at that version: a row read under version
@@ -20,13 +20,14 @@ ENTRY_CACHE_USERS = 8
 
 
 class VersionedEntries:
-    """LRU of user → (version, memory ID → active entry read at that version)."""
+    """LRU of user → (version, memory ID → active entry read at that version). A
+    version is whatever the store bumps with every write: a number, a token."""
 
     def __init__(self, users: int = ENTRY_CACHE_USERS) -> None:
         self.users = users
-        self._items: OrderedDict[Hashable, tuple[int, dict[str, Entry]]] = OrderedDict()
+        self._items: OrderedDict[Hashable, tuple[Hashable, dict[str, Entry]]] = OrderedDict()
 
-    def at(self, key: Hashable, version: int) -> dict[str, Entry]:
+    def at(self, key: Hashable, version: Hashable) -> dict[str, Entry]:
         """The entries known at ``version`` (a new, empty record when it moved on);
         what the caller adds to it is kept."""
         cached = self._items.get(key)
