@@ -10,6 +10,8 @@ they are.
 from __future__ import annotations
 
 import importlib
+import os
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +20,22 @@ from typing import Any
 
 from backends import create
 from backends.base import Store
+
+#: Every name this session hands out on a shared server starts with this: the
+#: process ID lets a later session on the same machine tell the leftovers of a
+#: killed session (its process gone) from those of one still running.
+SESSION_TAG = f"{os.getpid()}_"
+
+
+def _session_alive(tag: str) -> bool:
+    """Whether the test session that handed out names tagged ``tag`` still runs."""
+    try:
+        os.kill(int(tag), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, ValueError):
+        return True
+    return True
 
 
 @dataclass
@@ -51,7 +69,6 @@ _REDIS_NAMESPACES: list[tuple[str, str]] = []
 
 
 def _redis(tmp_path: Path) -> Harness:
-    import os
 
     from tests.support import require
 
@@ -61,7 +78,10 @@ def _redis(tmp_path: Path) -> Harness:
         require(False, "the redis package is not installed: pip install 'memchat[redis]'")
     url = os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0"
     require(_redis_reachable(url), f"Redis is not reachable at {mask_url(url)}: start it or set REDIS_URL")
-    prefix = f"memchat-test:{uuid.uuid4().hex}:"
+    if url not in _SWEPT:
+        _SWEPT.add(url)
+        _redis_sweep(url)
+    prefix = f"memchat-test:{SESSION_TAG}{uuid.uuid4().hex[:16]}:"
     _REDIS_NAMESPACES.append((url, prefix))
     return Harness("redis", {"url": url, "key_prefix": prefix})
 
@@ -74,6 +94,35 @@ def _redis_reachable(url: str) -> bool:
             return bool(client.ping())
     except (redis.RedisError, OSError):
         return False
+
+
+#: Servers whose leftovers from killed sessions this session has deleted.
+_SWEPT: set[str] = set()
+_LEFTOVER = re.compile(r"memchat[-_]test[:_](\d+)_")
+
+
+def _leftover(name: str) -> bool:
+    """Whether ``name`` was handed out by a test session that has ended without
+    cleaning up (killed: its process is gone)."""
+    match = _LEFTOVER.match(name)
+    return match is not None and not _session_alive(match.group(1))
+
+
+def _redis_sweep(url: str) -> None:
+    """Delete the keys killed test sessions left on this (loopback) server."""
+    import redis
+
+    from memchat.net import is_loopback
+
+    try:
+        with redis.Redis.from_url(url, decode_responses=True, socket_timeout=2) as client:
+            if not is_loopback(client.connection_pool.connection_kwargs.get("host", "")):
+                return
+            keys = [k for k in client.scan_iter(match="memchat-test:*", count=1000) if _leftover(k)]
+            for i in range(0, len(keys), 500):
+                client.delete(*keys[i : i + 500])
+    except (redis.RedisError, OSError):
+        pass
 
 
 def _redis_cleanup() -> None:
@@ -129,7 +178,6 @@ def _postgres(tmp_path: Path) -> Harness:
 
 def _sql_server(name: str, env: str, default: str, product: str) -> Harness:
     """A uniquely named table on the test database of a running server."""
-    import os
 
     from tests.support import require
 
@@ -138,7 +186,10 @@ def _sql_server(name: str, env: str, default: str, product: str) -> Harness:
         _SQL_REACHABLE[name, dsn] = _sql_unreachable(name, dsn, product, env)
     problem = _SQL_REACHABLE[name, dsn]
     require(problem is None, problem or "")
-    table = f"memchat_test_{uuid.uuid4().hex[:16]}"
+    if (sweep := f"{name} {dsn}") not in _SWEPT:
+        _SWEPT.add(sweep)
+        _sql_sweep(name, dsn)
+    table = f"memchat_test_{SESSION_TAG}{uuid.uuid4().hex[:16]}"
     _SQL_TABLES.append((name, dsn, table))
     return Harness(name, {"dsn": dsn, "table": table})
 
@@ -157,6 +208,47 @@ def _sql_unreachable(name: str, dsn: str, product: str, env: str) -> str | None:
     except Exception:
         return f"{product} is not reachable at {target.location()}: start it or set {env}"
     return None
+
+
+def _sql_sweep(name: str, dsn: str) -> None:
+    """Drop the tables killed test sessions left in this (loopback) server's
+    test database: thousands of them slowed every later session's DDL."""
+    from backends import store_class
+    from memchat.net import is_loopback
+
+    try:
+        module = importlib.import_module(store_class(name).__module__)
+        target = module.parse_dsn(dsn)
+        conn = _sql_connect(name, target)
+    except Exception:
+        return
+    try:
+        with conn.cursor() as cur:
+            mysql = name in ("mysql", "mysqlvec")
+            host = target.connect_args().get("host", "") if mysql else target.params.get("host", "")
+            if not is_loopback(host or "localhost"):
+                return
+            if mysql:
+                cur.execute("SET SESSION lock_wait_timeout = 5")
+                cur.execute("SHOW TABLES LIKE 'memchat\\_test\\_%'")
+            else:
+                cur.execute("SET lock_timeout = '5s'")
+                cur.execute(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+                    " AND tablename LIKE 'memchat\\_test\\_%'"
+                )
+            stale = [row[0] for row in cur.fetchall() if _leftover(row[0])]
+            quote = "`" if mysql else '"'
+            for i in range(0, len(stale), 200):
+                names = ", ".join(f"{quote}{t}{quote}" for t in stale[i : i + 200])
+                cur.execute(f"DROP TABLE IF EXISTS {names}")
+            for tag in {_LEFTOVER.match(t).group(1) for t in stale}:  # type: ignore[union-attr]
+                cur.execute("DELETE FROM memchat_meta WHERE name LIKE %s", (f"memchat_test_{tag}_%",))
+        conn.commit()
+    except Exception:
+        pass
+    finally:
+        conn.close()
 
 
 def _sql_connect(name: str, target: Any) -> Any:
@@ -224,7 +316,6 @@ def _pgvector(tmp_path: Path) -> Harness:
     """A uniquely named table on a PostgreSQL with pgvector: the one in
     MEMCHAT_TEST_PGVECTOR_DSN (tables dropped at the session's end), else a
     throwaway server started once for the session (tests/vector_servers.py)."""
-    import os
 
     from tests.support import require
     from tests.vector_servers import ServerUnavailable, pgvector_dsn
@@ -235,7 +326,7 @@ def _pgvector(tmp_path: Path) -> Harness:
         dsn = pgvector_dsn()
     except ServerUnavailable as exc:
         require(False, str(exc))
-    table = f"memchat_test_{uuid.uuid4().hex[:16]}"
+    table = f"memchat_test_{SESSION_TAG}{uuid.uuid4().hex[:16]}"
     if os.environ.get("MEMCHAT_TEST_PGVECTOR_DSN"):
         _SQL_TABLES.append(("pgvector", dsn, table))
     return Harness("pgvector", {"dsn": dsn, "table": table})
@@ -249,7 +340,6 @@ def _chromadb(tmp_path: Path) -> Harness:
     """A uniquely named collection on a Chroma server: MEMCHAT_TEST_CHROMA_URL
     (collections deleted at the session's end), else a throwaway ``chroma run``
     started once for the session (tests/vector_servers.py)."""
-    import os
 
     from tests.support import require
     from tests.vector_servers import ServerUnavailable, chroma_url
