@@ -34,14 +34,15 @@ from .settings_spec import ASK, BACKEND_VARIABLES, CHAT
 
 T = TypeVar("T")
 
-#: The subcommand groups (`memchat memory …`, `sessions …`, `mcp …`), filled in below.
-SUBGROUPS: dict[str, typer.Typer] = {}
+#: The subcommand groups (`memchat memory …`, `sessions …`, `mcp …`), filled in below:
+#: each a function importing the group's module (the chat needs none of them).
+SUBGROUPS: dict[str, Callable[[], typer.Typer]] = {}
 
 
 class MemchatGroup(PlainHelpGroup):
-    """The root command: a subcommand group is turned into click commands when it is named
-    (or listed by --help), not on every start: building all of them took ~20 ms of each
-    `memchat` start (the chat runs none of them)."""
+    """The root command: a subcommand group is imported and turned into click commands when
+    it is named (or listed by --help), not on every start: importing and building all of
+    them took ~30 ms of each `memchat` start (the chat runs none of them)."""
 
     def list_commands(self, ctx: Any) -> list[str]:
         return [*super().list_commands(ctx), *(name for name in SUBGROUPS if name not in self.commands)]
@@ -50,7 +51,7 @@ class MemchatGroup(PlainHelpGroup):
         if cmd_name in SUBGROUPS and cmd_name not in self.commands:
             # Built exactly as `app.add_typer(group, name=…)` would build it.
             holder = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
-            holder.add_typer(SUBGROUPS[cmd_name], name=cmd_name)
+            holder.add_typer(SUBGROUPS[cmd_name](), name=cmd_name)
             self.add_command(typer.main.get_command(holder).commands[cmd_name], cmd_name)  # type: ignore[attr-defined]
         return super().get_command(ctx, cmd_name)
 
@@ -75,7 +76,17 @@ memory_app = typer.Typer(
     context_settings=HELP_OPTIONS,
     cls=PlainHelpGroup,
 )
-SUBGROUPS["memory"] = memory_app
+
+
+def _memory_group() -> typer.Typer:
+    # `memchat memory list | search | add | delete | restore | clear | count`, and
+    # `memchat memory export | import | migrate`: registered on memory_app when imported.
+    from . import cli_memory, cli_portability  # noqa: F401
+
+    return memory_app
+
+
+SUBGROUPS["memory"] = _memory_group
 
 
 def _backend_epilog() -> str:
@@ -343,18 +354,21 @@ def _scope(settings: Any) -> str:
     return f"user {one_line(settings.user)!r} in app {one_line(settings.app)!r}"
 
 
-from .cli_sessions import sessions_app  # noqa: E402 - it uses the helpers above
+def _sessions_group() -> typer.Typer:
+    from .cli_sessions import sessions_app  # it uses the helpers above
 
-SUBGROUPS["sessions"] = sessions_app
+    return sessions_app
 
-# `memchat mcp …` lives in its own module, which takes its options from this one.
-from .mcp.commands import mcp_app  # noqa: E402
 
-SUBGROUPS["mcp"] = mcp_app
+def _mcp_group() -> typer.Typer:
+    # `memchat mcp …` lives in its own module, which takes its options from this one.
+    from .mcp.commands import mcp_app
 
-# `memchat memory list | search | add | delete | restore | clear | count`, and
-# `memchat memory export | import | migrate` (registered on memory_app when imported).
-from . import cli_memory, cli_portability  # noqa: E402, F401
+    return mcp_app
+
+
+SUBGROUPS["sessions"] = _sessions_group
+SUBGROUPS["mcp"] = _mcp_group
 
 
 def _tolerate_unencodable_output() -> None:

@@ -409,7 +409,7 @@ async def test_narrow_terminal() -> None:
         chat_input = app.chat.chat_input
         assert chat_input.region.width >= 30 and chat_input.region.height >= 3
         assert app.chat.memory_panel.region.width <= 40
-        assert app.chat.query_one("Footer").region.y == 23
+        assert app.chat.query_one("MemchatFooter").region.y == 23
         assert app.focused is app.chat.memory_panel.filter_input
         # The list gets more room than the details of the highlighted memory.
         memory_list = app.chat.memory_panel.memory_list

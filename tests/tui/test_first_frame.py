@@ -135,16 +135,18 @@ def test_the_command_line_reaches_the_tui_without_pydantic_or_the_engine(tmp_pat
 
 
 def footer_keys(app) -> list[str]:
-    """The footer's keys as laid out on the screen (key, label)."""
-    from textual.widgets._footer import FooterKey
+    """The footer's keys as drawn on the screen (key, label)."""
+    from memchat.tui.widgets.footer import MemchatFooter
 
-    return [f"{k.key} {k.description}".strip() for k in app.chat.query(FooterKey) if k.region.area]
+    footer = app.chat.query_one(MemchatFooter)
+    return [f"{k.binding.key} {k.binding.description}".strip() for k in footer.keys]
 
 
 async def test_the_first_frame_shows_the_footer_keys_and_they_follow_the_state() -> None:
     """The footer's keys are in the first frame (Textual's own footer draws them a
     frame or more later, after the chat starts loading), and they still change with
-    the app's state: Esc Stop while an answer is being written, gone after it."""
+    the app's state: Esc Stop while an answer is being written, gone after it; a
+    click on a key presses it."""
     from memchat.tui.app import MemchatApp
     from tests.agent.scripted_model import ScriptedModel, Step
 
@@ -168,3 +170,10 @@ async def test_the_first_frame_shows_the_footer_keys_and_they_follow_the_state()
         await wait_until(pilot, lambda: "escape Stop" in footer_keys(app), what="Esc Stop in the footer")
         await wait_until(pilot, lambda: not app.busy, what="the answer")
         await wait_until(pilot, lambda: footer_keys(app) == drawn["first frame"], what="Esc Stop gone")
+        footer = app.chat.query_one("MemchatFooter")
+        scroll = next(k for k in footer.keys if k.binding.description == "Scroll")
+        await pilot.hover(footer, offset=(scroll.start + 1, 0))
+        assert footer.tooltip == scroll.binding.tooltip  # what the key does, on hover
+        memories = next(k for k in footer.keys if k.binding.description == "Memories")
+        await pilot.click(footer, offset=(memories.start + 1, 0))
+        await wait_until(pilot, lambda: app.chat.memory_panel_shown, what="the panel opened by a click")

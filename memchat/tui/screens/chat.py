@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, ClassVar
 
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical
 from textual.content import Content
 from textual.screen import Screen
@@ -16,23 +16,13 @@ from textual.widgets import Static, TextArea
 
 from memchat.agent.commands import matching_commands
 
-from ..widgets.chat_input import ChatInput
+from ..widgets.chat_input import SCROLL_BINDINGS, ChatInput
 from ..widgets.chat_log import ChatLog
 from ..widgets.footer import MemchatFooter
 from ..widgets.header import MemchatHeader
 
 if TYPE_CHECKING:
     from ..widgets.memory_panel import MemoryPanel
-
-#: Keys that scroll the conversation from anywhere on the chat screen (the
-#: message box forwards them too: see ChatInput).
-SCROLL_BINDINGS: list[BindingType] = [
-    Binding("pageup", "screen.scroll_chat('page_up')", "Scroll", key_display="PgUp/PgDn",
-            tooltip="Scroll the conversation a page (ctrl+Home/ctrl+End: its top and end)"),
-    Binding("pagedown", "screen.scroll_chat('page_down')", "Page down", show=False),
-    Binding("ctrl+home", "screen.scroll_chat('home')", "Top of the conversation", show=False),
-    Binding("ctrl+end", "screen.scroll_chat('end')", "End of the conversation", show=False),
-]  # fmt: skip
 
 
 class ChatScreen(Screen):
@@ -58,11 +48,7 @@ class ChatScreen(Screen):
             yield ChatLog(id="chat-log")
             yield Static("", id="command-hint")
             yield ChatInput(id="chat-input", cursor_blink=self._cursor_blink)
-
-    async def on_mount(self) -> None:
-        # The message box has the focus now (AUTO_FOCUS), so the footer composes with the
-        # keys it keeps, in the first frame (see MemchatFooter).
-        await self.mount(MemchatFooter())
+        yield MemchatFooter()
 
     @property
     def header(self) -> MemchatHeader:

@@ -16,14 +16,21 @@ from memchat.agent.commands import complete_command
 NEWLINE_KEYS = ("ctrl+j", "shift+enter", "alt+enter", "ctrl+enter")
 
 
+#: Keys that scroll the conversation from anywhere on the chat screen; the message box
+#: has them too, so its own page keys scroll the conversation, not the box (a few lines at most).
+SCROLL_BINDINGS: list[BindingType] = [
+    Binding("pageup", "screen.scroll_chat('page_up')", "Scroll", key_display="PgUp/PgDn",
+            tooltip="Scroll the conversation a page (ctrl+Home/ctrl+End: its top and end)"),
+    Binding("pagedown", "screen.scroll_chat('page_down')", "Page down", show=False),
+    Binding("ctrl+home", "screen.scroll_chat('home')", "Top of the conversation", show=False),
+    Binding("ctrl+end", "screen.scroll_chat('end')", "End of the conversation", show=False),
+]  # fmt: skip
+
+
 class ChatInput(TextArea):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("tab", "complete", "Complete", show=False),
-        # Page keys scroll the conversation, not this box (it is a few lines at most).
-        Binding("pageup", "screen.scroll_chat('page_up')", "Scroll", key_display="PgUp/PgDn"),
-        Binding("pagedown", "screen.scroll_chat('page_down')", "Page down", show=False),
-        Binding("ctrl+home", "screen.scroll_chat('home')", "Top of the conversation", show=False),
-        Binding("ctrl+end", "screen.scroll_chat('end')", "End of the conversation", show=False),
+        *SCROLL_BINDINGS,
     ]
 
     class Submitted(Message):
