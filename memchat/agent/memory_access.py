@@ -73,11 +73,13 @@ class MemoryAccess:
     def warm_up(self) -> None:
         """Load what the first search would otherwise wait for (blocking: call it
         in a thread): the Chinese word segmentation dictionary (about a second)
-        and an offline embedding model. A remote embedder has nothing to load;
-        a failure here is left for the first search to report."""
-        from memchat.engine.search import build_search_tokens
+        and its name tagger (search/bridge.py), and an offline embedding model. A
+        remote embedder has nothing to load; a failure here is left for the first
+        search to report."""
+        from memchat.engine.search import build_search_tokens, load_name_tagger
 
         build_search_tokens("记忆预热")
+        load_name_tagger()
         if not self._service.has_embedder:
             return
         with contextlib.suppress(Exception):  # the first search says what is wrong, in one sentence

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, cast
 from . import search as keyword
 from . import validation
 from .model import SEARCH_KEYWORD, SEARCH_MODES, SEARCH_SEMANTIC, Entry, SearchOptions, UserKey
+from .search.bridge import BRIDGE_HOLDERS, MATCHES, RELATIONS, bridge, merge, relation_in
 from .search.candidates import KEYWORD_CANDIDATES, KeywordPlanner
 from .search.index import KEYWORD_SPACE, LEXICAL_SPACE, KeywordStats, query_terms
 
@@ -128,6 +129,20 @@ class Retrieval:
             return []
         options = options or SearchOptions()
         mode = options.resolved_mode(self.search_mode)
+        results = await self._ranked(key, query, options, mode)
+        relation = None if options.order_by_event_time else relation_in(query)
+        if relation is None:
+            return results
+        # "my sister", "我对象": who that is (the memories holding the relation's words),
+        # then the question again about the person (search/bridge.py).
+        words = " ".join(w for group in MATCHES[relation[0]] for w in RELATIONS[group])
+        found = bridge(query, await self._holders(key, words))
+        if found is None:
+            return results
+        again = await self._ranked(key, found.query, options, mode)
+        return merge(results, again, options.max_results or self.max_results)
+
+    async def _ranked(self, key: UserKey, query: str, options: SearchOptions, mode: str) -> list[Entry]:
         if mode != SEARCH_KEYWORD and self._semantic_ready():
             if mode == SEARCH_SEMANTIC:
                 return await self._semantic_search(key, query, options)
@@ -138,6 +153,13 @@ class Retrieval:
         return keyword.keyword_search(
             candidates, query, options, min_score=self.min_score, default_max=self.max_results, stats=stats
         )
+
+    async def _holders(self, key: UserKey, words: str) -> list[Entry]:
+        """The best ``BRIDGE_HOLDERS`` memories holding one of ``words``, best first."""
+        found, stats = await self._keyword_candidates(key, words, KEYWORD_SPACE, BRIDGE_HOLDERS)
+        scores = keyword.score_entries(found, words, stats)
+        ranked = sorted(zip(scores, found, strict=True), key=lambda pair: -pair[0])
+        return [entry for score, entry in ranked[:BRIDGE_HOLDERS] if score > 0]
 
     async def _keyword_candidates(
         self, key: UserKey, query: str, space: str, depth: int | None = None

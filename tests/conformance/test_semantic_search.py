@@ -122,3 +122,36 @@ async def test_filters_dedup_fallback_and_order_in_every_mode(make_service, mode
     assert "Went to a concert in June" not in [h.memory.text for h in before]
     assert "Went to a concert in May" in [h.memory.text for h in before]  # undated facts pass too
     assert all(0.0 <= h.score <= 1.0 for h in [*episodes, *fallback, *deduped, *before])
+
+
+FAMILY = [
+    "Sam lives in Leeds with his wife Priya.",
+    "Priya plays the viola in a string quartet.",
+    "Sam plays the electric guitar.",
+    "Sam's colleague Tom plays the drums in a band.",
+    "Sam's brother Leo is learning the piano.",
+    "我和老公王磊住在杭州。",
+    "王磊每天早上跑步五公里。",
+    "我每天晚上去游泳。",
+    "我同事小张喜欢打篮球。",
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_question_about_my_wife_finds_what_the_memories_say_of_her(make_service, mode) -> None:
+    """"my wife" / "我爱人" is the person another memory names beside that relation
+    (Priya, 王磊): the question is asked about them too, in every mode."""
+    svc = make_service()
+    for text in FAMILY:
+        await svc.add(KEY, text)
+    # Keywords alone match the name, not "运动" ~ "跑步": the answer is among the first three.
+    shown = 1 if mode != "keyword" else 3
+    wife = await _texts(svc, "What instrument does my wife play?", max_results=3, mode=mode)
+    assert "Priya plays the viola in a string quartet." in wife[:shown]
+    partner = await _texts(svc, "我爱人平时做什么运动？", max_results=3, mode=mode)
+    assert "王磊每天早上跑步五公里。" in partner[:shown]
+    # Another relation, or someone else's wife, asks nothing more.
+    brother = await _texts(svc, "What instrument does my brother play?", max_results=3, mode=mode)
+    assert "Priya plays the viola in a string quartet." not in brother[:1]
+    if mode != "keyword":
+        assert brother[0] == "Sam's brother Leo is learning the piano."

@@ -13,6 +13,7 @@ calls these; everything here is a pure function over
 
 from __future__ import annotations
 
+from .bridge import load_name_tagger
 from .dense import (
     CALIBRATIONS,
     UNCALIBRATED,
@@ -62,6 +63,7 @@ __all__ = [
     "keyword_search",
     "latin_share",
     "lexical_scores",
+    "load_name_tagger",
     "matches_filters",
     "query_periods",
     "score_entries",

@@ -1,0 +1,199 @@
+"""Questions about a person the user names by relation: "my sister", "我对象".
+
+"How many dogs does my sister have?" shares nothing with "Emma has two dogs":
+the memory that answers it names the sister, and another memory says who she
+is ("Alice and her sister Emma…", "我和女朋友陈静…"). The memories holding a
+word of the relation (sister; 对象, 伴侣, 女朋友…: ``RELATIONS``) are read from
+the keyword index, ``bridge`` takes the name most often beside such a word, and
+the question is asked again about the name ("How many dogs does Emma have?").
+The caller merges the two rankings, each memory at its better score: both are
+relevance to the same question.
+
+Only a first-person relation ("my …", "我(的)…") of a closed list of kinship
+and social words triggers it, and only a name beside a word of the same
+relation is used, so other questions are ranked as before (no LoCoMo question
+is in the first person). Names are capitalised words in English (not a
+possessive: in "Emma, Alice's sister" the sister is Emma), and jieba's
+person-name tag in Chinese.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..model import Entry
+from .tokens import _HAN_RE as HAN_RE
+from .tokens import _get_jieba
+
+__all__ = [
+    "BRIDGE_HOLDERS",
+    "MATCHES",
+    "RELATIONS",
+    "Bridge",
+    "bridge",
+    "load_name_tagger",
+    "merge",
+    "relation_in",
+]
+
+#: Relation words by the relation they name (English singular forms; a plural
+#: "s" is accepted). A query's word and a memory's need only share the group.
+RELATIONS: dict[str, tuple[str, ...]] = {
+    "partner": ("partner", "spouse", "对象", "伴侣", "爱人"),
+    "wife": ("wife", "girlfriend", "fiancee", "fiancée", "老婆", "妻子", "女朋友", "女友", "未婚妻"),
+    "husband": ("husband", "boyfriend", "fiance", "fiancé", "老公", "丈夫", "男朋友", "男友", "未婚夫"),
+    "sister": ("sister", "姐姐", "妹妹"),
+    "brother": ("brother", "哥哥", "弟弟"),
+    "mother": ("mother", "mom", "mum", "妈妈", "母亲"),
+    "father": ("father", "dad", "爸爸", "父亲"),
+    "son": ("son", "儿子"),
+    "daughter": ("daughter", "女儿"),
+    "friend": ("friend", "朋友", "好朋友", "闺蜜"),
+    "colleague": ("colleague", "coworker", "co-worker", "同事"),
+    "boss": ("boss", "manager", "老板", "领导", "上司"),
+    "roommate": ("roommate", "flatmate", "housemate", "室友", "舍友"),
+}  # fmt: skip
+#: The relations a memory's word may name for a query's: "my partner" is a wife,
+#: a husband or a partner; "my wife" a wife or a partner.
+MATCHES: dict[str, frozenset[str]] = {
+    group: frozenset({group, "partner"} if group in ("wife", "husband") else {group}) for group in RELATIONS
+}
+MATCHES["partner"] = frozenset({"partner", "wife", "husband"})
+_GROUP_OF = {word: group for group, words in RELATIONS.items() for word in words}
+_LATIN = sorted((w for w in _GROUP_OF if not HAN_RE.search(w)), key=len, reverse=True)
+_HAN = sorted((w for w in _GROUP_OF if HAN_RE.search(w)), key=len, reverse=True)
+#: "my sister", "my older sister", "my best friend's" (one word may come between).
+_MY_LATIN = re.compile(
+    r"\bmy\s+(?:[a-z-]+\s+)?(" + "|".join(map(re.escape, _LATIN)) + r")(?:s|es)?\b", re.IGNORECASE
+)
+_MY_HAN = re.compile(r"我的?(" + "|".join(map(re.escape, _HAN)) + ")")
+_WORD = re.compile(r"[\w'’-]+")
+#: Words a relation may stand next to that are not names.
+_NOT_NAMES = frozenset({"I", "On", "In", "At", "The", "A", "An", "My", "Her", "His", "Their", "User", "And"})
+#: Memories read for a name (the best holders of the relation's words), and words
+#: on either side of the relation.
+BRIDGE_HOLDERS = 20
+_WINDOW = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Bridge:
+    """The question asked again about the person: ``query`` with the relation
+    replaced by ``name``, found next to it in ``via``."""
+
+    query: str
+    name: str
+    via: Entry
+
+
+def relation_in(query: str) -> tuple[str, tuple[int, int]] | None:
+    """The first-person relation the query asks about (its group, and the span
+    the name replaces), if any."""
+    for pattern in (_MY_LATIN, _MY_HAN):
+        found = pattern.search(query)
+        if found:
+            return _GROUP_OF[found.group(1).lower()], found.span()
+    return None
+
+
+def _latin_group(word: str) -> str | None:
+    """The relation group of an English word: "sister", "sisters", "sister's"."""
+    word = word.lower().removesuffix("'s").removesuffix("’s")
+    for form in (word, word.removesuffix("s"), word.removesuffix("es")):
+        if form in _GROUP_OF:
+            return _GROUP_OF[form]
+    return None
+
+
+def _nearest_first(i: int, count: int) -> list[int]:
+    """Positions within the window around ``i``, nearest first (after before before)."""
+    near = range(max(0, i - _WINDOW), min(count, i + _WINDOW + 1))
+    return sorted((j for j in near if j != i), key=lambda j: (abs(j - i), j < i))
+
+
+def _latin_name(text: str, group: str) -> str | None:
+    words = _WORD.findall(text)
+    for i, word in enumerate(words):
+        if _latin_group(word) not in MATCHES[group]:
+            continue
+        for j in _nearest_first(i, len(words)):
+            name = words[j]
+            possessive = name.endswith(("'s", "’s"))  # "Alice's sister": Alice is not the sister
+            if name[:1].isupper() and name[1:].islower() and not possessive and name not in _NOT_NAMES:
+                return name
+    return None
+
+
+def _han_name(text: str, group: str, posseg: Any) -> str | None:
+    pairs = [(p.word, p.flag) for p in posseg.cut(text)]
+    for i, (word, _) in enumerate(pairs):
+        if _GROUP_OF.get(word) not in MATCHES[group]:
+            continue
+        for j in _nearest_first(i, len(pairs)):
+            if pairs[j][1] == "nr" and len(pairs[j][0]) >= 2:
+                return pairs[j][0]
+    return None
+
+
+def load_name_tagger() -> None:
+    """Load jieba's part-of-speech tagger (about half a second, after jieba):
+    the first Chinese question about "我对象" would otherwise wait for it."""
+    posseg = _posseg()
+    if posseg is not None:
+        list(posseg.cut("我和女朋友陈静"))
+
+
+def _posseg() -> Any:
+    if _get_jieba() is None:
+        return None
+    import jieba.posseg
+
+    return jieba.posseg
+
+
+def bridge(query: str, holders: Sequence[Entry]) -> Bridge | None:
+    """The question about the person a first-person relation in ``query`` names:
+    the name most often beside a word of the same relation in ``holders`` (the
+    memories holding one of its words, best first; a tie goes to the better)."""
+    relation = relation_in(query)
+    if relation is None:
+        return None
+    group, (start, end) = relation
+    han_query = bool(HAN_RE.search(query))
+    counts: Counter[str] = Counter()
+    same_script: dict[str, bool] = {}
+    via: dict[str, Entry] = {}
+    for entry in holders[:BRIDGE_HOLDERS]:
+        text = entry.memory.text
+        han = bool(HAN_RE.search(text))
+        if han:
+            posseg = _posseg()
+            name = _han_name(text, group, posseg) if posseg is not None else None
+        else:
+            name = _latin_name(text, group)
+        if name and name not in query:
+            counts[name] += 1
+            same_script[name] = same_script.get(name, False) or han == han_query
+            via.setdefault(name, entry)
+    if not counts:
+        return None
+    # A name in the question's language first (a Chinese question about "我爱人" and an
+    # English memory about a wife are most likely not about one person), then the most
+    # often named; max keeps the first of equals: the better holder.
+    name = max(counts, key=lambda n: (same_script[n], counts[n]))
+    return Bridge(query[:start] + name + query[end:], name, via[name])
+
+
+def merge(first: Sequence[Entry], second: Sequence[Entry], limit: int) -> list[Entry]:
+    """The two rankings as one, each memory at its better score, best first."""
+    best: dict[str, Entry] = {}
+    for entry in (*first, *second):
+        kept = best.get(entry.id)
+        if kept is None or (entry.score or 0.0) > (kept.score or 0.0):
+            best[entry.id] = entry
+    ranked = sorted(best.values(), key=lambda e: -(e.score or 0.0))
+    return ranked[:limit] if limit > 0 else ranked
