@@ -189,6 +189,13 @@ ENGLISH = [
         "Maria lives in Madrid",
         "Maria likes flamenco",
     ),
+    # a person named by relation: the search finds who that is (engine/search/bridge.py)
+    Case(
+        "How many pets does my sister have?",
+        (("memory_search", "my sister"),),
+        (*PROFILE_EN, "Marta has two cats and a parrot"),
+        recalls=("two cats",),
+    ),
     # questions about one topic
     ask("What's my job?", "job", ("nurse",), ("Lisbon", "cello", "Tesla")),
     ask("What is my job?", "job", ("nurse",), ("Lisbon", "cello")),
@@ -320,6 +327,12 @@ ENGLISH = [
 # -- Chinese -------------------------------------------------------------------------
 
 CHINESE = [
+    Case(
+        "我对象是做什么工作的？",
+        (("memory_search", "我对象"),),
+        (*PROFILE_ZH, "用户的女朋友叫陈静", "陈静是一名小学老师"),
+        recalls=("小学老师",),
+    ),
     say("我对花生过敏", "用户对花生过敏"),
     say("我对猫毛过敏", "用户对猫毛过敏"),
     say("我是素食者", "用户是素食者"),

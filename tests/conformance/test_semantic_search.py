@@ -139,8 +139,8 @@ FAMILY = [
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_question_about_my_wife_finds_what_the_memories_say_of_her(make_service, mode) -> None:
-    """"my wife" / "我爱人" is the person another memory names beside that relation
-    (Priya, 王磊): the question is asked about them too, in every mode."""
+    """Asked about "my wife" / "我爱人", the search finds what the memories say of the
+    person another memory names beside that relation (Priya, 王磊), in every mode."""
     svc = make_service()
     for text in FAMILY:
         await svc.add(KEY, text)

@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from memchat.engine.search.bridge import MY_RELATION_EN, MY_RELATION_ZH
+
 from . import rules as r
 from .language import HAN, clean, is_chinese, split_clauses, third_person, third_person_verb
 
@@ -323,7 +325,12 @@ def _question_content(text: str, chinese: bool) -> str:
     punctuation = " \t\n?？!！.。,，;；:：、\"'“”‘’()（）"
     if chinese:
         body = r.ZH_FRAME.sub("", text.strip(punctuation))
+        # "我对象", "我的姐姐" stay whole: the search finds who that is (engine/search/bridge.py).
+        kept_relations = MY_RELATION_ZH.findall(body)
+        body = MY_RELATION_ZH.sub("\0", body)
         body = r.ZH_FILLER.sub("", body).strip(punctuation)
+        for relation in kept_relations:
+            body = body.replace("\0", f"我{relation}", 1)
         trimmed = body.strip(r.ZH_EDGES).strip(punctuation)
         body = re.sub(r"\s+", " ", trimmed if len(trimmed) >= 2 else body)
         extra = [words for topic, words in r.ZH_QUESTION_TOPICS.items() if topic in body]
@@ -333,6 +340,9 @@ def _question_content(text: str, chinese: bool) -> str:
     kept: list[str] = []
     for i, word in enumerate(words):
         lower = word.lower().replace("’", "'")
+        if lower == "my" and MY_RELATION_EN.match(" ".join(words[i : i + 3])):
+            kept.append(word)  # "my sister": the search finds who that is (engine/search/bridge.py)
+            continue
         if lower in r.EN_FILLER or lower in r.PRONOUNS:
             continue
         lower = lower.removesuffix("'s")

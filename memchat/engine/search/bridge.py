@@ -32,6 +32,8 @@ from .tokens import _get_jieba
 __all__ = [
     "BRIDGE_HOLDERS",
     "MATCHES",
+    "MY_RELATION_EN",
+    "MY_RELATION_ZH",
     "RELATIONS",
     "Bridge",
     "bridge",
@@ -67,10 +69,10 @@ _GROUP_OF = {word: group for group, words in RELATIONS.items() for word in words
 _LATIN = sorted((w for w in _GROUP_OF if not HAN_RE.search(w)), key=len, reverse=True)
 _HAN = sorted((w for w in _GROUP_OF if HAN_RE.search(w)), key=len, reverse=True)
 #: "my sister", "my older sister", "my best friend's" (one word may come between).
-_MY_LATIN = re.compile(
+MY_RELATION_EN = re.compile(
     r"\bmy\s+(?:[a-z-]+\s+)?(" + "|".join(map(re.escape, _LATIN)) + r")(?:s|es)?\b", re.IGNORECASE
 )
-_MY_HAN = re.compile(r"我的?(" + "|".join(map(re.escape, _HAN)) + ")")
+MY_RELATION_ZH = re.compile(r"我的?(" + "|".join(map(re.escape, _HAN)) + ")")
 _WORD = re.compile(r"[\w'’-]+")
 #: Words a relation may stand next to that are not names.
 _NOT_NAMES = frozenset({"I", "On", "In", "At", "The", "A", "An", "My", "Her", "His", "Their", "User", "And"})
@@ -93,7 +95,7 @@ class Bridge:
 def relation_in(query: str) -> tuple[str, tuple[int, int]] | None:
     """The first-person relation the query asks about (its group, and the span
     the name replaces), if any."""
-    for pattern in (_MY_LATIN, _MY_HAN):
+    for pattern in (MY_RELATION_EN, MY_RELATION_ZH):
         found = pattern.search(query)
         if found:
             return _GROUP_OF[found.group(1).lower()], found.span()
