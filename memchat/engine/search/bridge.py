@@ -50,13 +50,14 @@ RELATIONS: dict[str, tuple[str, ...]] = {
     "husband": ("husband", "boyfriend", "fiance", "fiancé", "老公", "丈夫", "男朋友", "男友", "未婚夫"),
     "sister": ("sister", "姐姐", "妹妹"),
     "brother": ("brother", "哥哥", "弟弟"),
-    "mother": ("mother", "mom", "mum", "妈妈", "母亲"),
-    "father": ("father", "dad", "爸爸", "父亲"),
+    "mother": ("mother", "mom", "mum", "妈妈", "老妈", "妈", "母亲"),
+    "father": ("father", "dad", "爸爸", "老爸", "爸", "父亲"),
     "son": ("son", "儿子"),
     "daughter": ("daughter", "女儿"),
     "friend": ("friend", "朋友", "好朋友", "闺蜜"),
     "colleague": ("colleague", "coworker", "co-worker", "同事"),
-    "boss": ("boss", "manager", "老板", "领导", "上司"),
+    # Not "manager": it is as often a job title ("a project manager at Siemens").
+    "boss": ("boss", "老板", "领导", "上司"),
     "roommate": ("roommate", "flatmate", "housemate", "室友", "舍友"),
 }  # fmt: skip
 #: The relations a memory's word may name for a query's: "my partner" is a wife,
