@@ -75,6 +75,11 @@ MY_RELATION_EN = re.compile(
 )
 MY_RELATION_ZH = re.compile(r"我的?(" + "|".join(map(re.escape, _HAN)) + ")")
 _WORD = re.compile(r"[\w'’-]+")
+#: A capitalised word after one of these is a place or a firm ("a friend in Berlin").
+_PLACE_BEFORE = frozenset({"in", "at", "from", "to", "near", "of", "on", "for", "into", "by"})
+#: Between a name and a relation after it, these say the relation is the name's own
+#: ("Alice and her sister", "Alice has a friend"), not that the name is the relation.
+_OWNER_BETWEEN = frozenset({"a", "an", "the", "her", "his", "their", "its"})
 #: Words a relation may stand next to that are not names.
 _NOT_NAMES = frozenset({"I", "On", "In", "At", "The", "A", "An", "My", "Her", "His", "Their", "User", "And"})
 #: Memories read for a name (the best holders of the relation's words), and words
@@ -126,7 +131,10 @@ def _latin_name(text: str, group: str) -> str | None:
         for j in _nearest_first(i, len(words)):
             name = words[j]
             possessive = name.endswith(("'s", "’s"))  # "Alice's sister": Alice is not the sister
-            if name[:1].isupper() and name[1:].islower() and not possessive and name not in _NOT_NAMES:
+            place = j > 0 and words[j - 1].lower() in _PLACE_BEFORE
+            owner = j < i and any(w.lower() in _OWNER_BETWEEN for w in words[j + 1 : i])
+            capitalised = name[:1].isupper() and name[1:].islower() and name not in _NOT_NAMES
+            if capitalised and not (possessive or place or owner):
                 return name
     return None
 

@@ -1,0 +1,75 @@
+"""Who "my sister" / "我对象" is: the name read beside the relation in the
+user's memories (memchat/engine/search/bridge.py). The search through every
+backend is in tests/conformance/test_semantic_search.py."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from memchat.engine.model import Entry, Memory
+from memchat.engine.search.bridge import bridge, merge, relation_in
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def held(*texts: str) -> list[Entry]:
+    return [Entry(f"m{i}", "app", "user", Memory(text), NOW, NOW) for i, text in enumerate(texts)]
+
+
+@pytest.mark.parametrize(
+    ("query", "relation"),
+    [
+        ("How many dogs does my sister have?", "sister"),
+        ("What does my older brother do?", "brother"),
+        ("Where do my parents' friends live?", None),  # not one person the user names
+        ("我对象是哪个季节出生的？", "partner"),
+        ("我的老公喜欢什么？", "husband"),
+        ("我妈住在哪里？", "mother"),
+        ("What does Alice's sister do?", None),  # not the user's
+        ("What is my job?", None),
+        ("我们公司在哪？", None),
+    ],
+)
+def test_only_a_first_person_relation_asks_who(query, relation) -> None:
+    found = relation_in(query)
+    assert (found[0] if found else None) == relation
+
+
+@pytest.mark.parametrize(
+    "memory",
+    [
+        "Emma, Alice's sister, teaches in Leeds.",
+        "Alice and her sister Emma hiked in Wales.",
+        "User's sister is called Emma",
+        "Emma is my sister.",
+    ],
+)
+def test_the_name_is_the_relation_s_not_its_owner_s(memory) -> None:
+    found = bridge("How many dogs does my sister have?", held(memory))
+    assert found is not None and found.query == "How many dogs does Emma have?"
+
+
+def test_a_gendered_question_does_not_take_the_other_gender() -> None:
+    memories = held("Alice lives with her husband Tom.", "Alice's partner Sam plays chess.")
+    assert bridge("What does my wife like?", memories).name == "Sam"  # a partner may be a wife
+    assert bridge("What does my partner like?", memories).name == "Tom"  # the better holder first
+    assert bridge("What does my wife like?", held("Alice lives with her husband Tom.")) is None
+
+
+def test_a_job_title_or_a_place_is_not_taken_for_a_person() -> None:
+    assert bridge("What does my boss think?", held("Alice is a project manager at Siemens.")) is None
+    assert bridge("Who is my friend?", held("Alice has a friend in Berlin.")) is None
+
+
+def test_the_most_named_person_in_the_question_s_language_wins() -> None:
+    memories = held("Sam's wife Priya plays the viola.", "我和老公王磊住在杭州。", "王磊是我爱人。")
+    assert bridge("我爱人平时做什么运动？", memories).query == "王磊平时做什么运动？"
+    assert bridge("What does my partner play?", memories).name == "Priya"
+
+
+def test_merging_keeps_each_memory_at_its_better_score() -> None:
+    a, b, c = held("one", "two", "three")
+    merged = merge([a.with_score(0.5), b.with_score(0.4)], [b.with_score(0.9), c.with_score(0.3)], limit=2)
+    assert [(e.id, e.score) for e in merged] == [("m1", 0.9), ("m0", 0.5)]
