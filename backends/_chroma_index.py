@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from memchat.engine.model import Entry, UserKey
@@ -180,15 +180,20 @@ class ChromaKeywordIndex:
         roots = {term: TermPostings.of_root(by_id.get(rid)) for term, rid in zip(terms, ids[1:], strict=True)}
         return stats, roots
 
-    def _load(self, key: UserKey, wanted: Iterable[tuple[str, TermPostings, int]]) -> None:
-        """Read the shards ``wanted`` ((term, its postings, shard)) not read yet, in one request."""
+    def _load(
+        self, key: UserKey, wanted: Iterable[tuple[str, TermPostings, int]], *, stats: bool = False
+    ) -> UserStats | None:
+        """Read the shards ``wanted`` ((term, its postings, shard)) not read yet, in one
+        request, with the user's statistics when ``stats`` (returned: None without)."""
         wanted = list(
             {(term, s): (term, held, s) for term, held, s in wanted if s not in held.shards}.values()
         )
         ids = [shard_id(key, term, held.level, s) for term, held, s in wanted]
-        by_id = self._get(ids)
+        by_id = self._get([*ids, _stats_id(key)] if stats and ids else ids)
         for rid, (_, held, s) in zip(ids, wanted, strict=True):
             held.shards[s] = decode(by_id.get(rid))
+        meta = by_id.get(_stats_id(key))
+        return UserStats.of(meta) if meta is not None else None
 
     def read(
         self, key: UserKey, terms: Sequence[str]
@@ -198,7 +203,13 @@ class ChromaKeywordIndex:
         stats, roots = self._roots(key, terms)
         if stats is not None and stats.dirty:
             return stats, {}
-        self._load(key, ((term, held, s) for term, held in roots.items() for s in held.missing()))
+        wanted = [(term, held, s) for term, held in roots.items() for s in held.missing()]
+        if wanted:
+            again = self._load(key, wanted, stats=True)
+            if again != stats:
+                # A write of the user between the two requests (a search takes no
+                # lock): the shards may not match the roots, so the caller scans.
+                return replace(stats or EMPTY, complete=False), {}
         return stats, {term: merged for term, held in roots.items() if (merged := held.merged())}
 
     def stats(self, key: UserKey) -> UserStats | None:
