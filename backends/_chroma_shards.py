@@ -121,9 +121,8 @@ def _meta(key: UserKey, term: str, held: dict[str, Posting], level: int | None) 
         "kind": "term",
         "app_name": key.app,
         "user_id": key.user,
-        "term": term,
         "postings": json.dumps(held, separators=(",", ":"), ensure_ascii=False),
     }
-    if level is not None:  # a root: its level (a shard has none)
-        meta["level"] = level
+    if level is not None:  # a root: its term and level (a shard is read by ID only,
+        meta["term"], meta["level"] = term, level  # and Chroma reads a record key by key)
     return meta
