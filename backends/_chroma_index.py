@@ -3,11 +3,16 @@
 Chroma filters records but cannot rank or count them, so the index lives in a
 second collection beside the memories, ``memchat-index-<the memories
 collection's ID>`` (a memories collection deleted and made again starts a fresh
-index), one record per (user, term) and one per user:
+index), records of the user's terms and one of statistics per user:
 
-* a term record (``kind`` "term"): app, user, term and ``postings``, JSON
-  {memory ID: [content tf, topic tf, content length, topic length]} for each of
-  the user's active memories holding the term;
+* term records (``kind`` "term": app, user, term and ``postings``, JSON
+  {memory ID: [content tf, topic tf, content length, topic length]} for the
+  user's active memories holding the term). A term's root record holds its
+  postings, or, for a common term, only its ``level``: its postings are then
+  split over 2 ** level shard records by a hash of the memory ID
+  (backends/_chroma_shards.py), so an add rewrites about the same number of
+  postings whether the user has a hundred memories or a hundred thousand (a
+  single record per term made every add rewrite every holder of its terms);
 * a statistics record (``kind`` "stats"): the active count, the four length
   sums, ``records`` (all the user's records, tombstones too: opening compares
   their sum with the collection's count, one cheap request), ``version`` (a
@@ -16,32 +21,33 @@ index), one record per (user, term) and one per user:
 
 Chroma has no transactions. A write section (``ChromaStore._apply``, under the
 user's lock) marks the statistics with its own ``open_<token>`` key while it
-reads the statistics and the terms it changes (a mark merges into the record,
-so an earlier section's mark stays beside it), writes the memories, then the
-changed term records and the statistics without its mark. A section that fails
-half-way leaves its mark: that user's searches scan every memory, as before the
-index existed, until the user's next write rebuilds the index (which removes
-every mark). Each record's embedding is a placeholder ([1.0]: a collection
-needs one).
+reads the statistics and the term records it changes (a mark merges into the
+record, so an earlier section's mark stays beside it), writes the memories,
+then the changed term records, removes the shards of a term it split again,
+and writes the statistics without its mark. A section that fails half-way
+leaves its mark: that user's searches scan every memory, as before the index
+existed, until the user's next write rebuilds the index (which removes every
+mark). Each record's embedding is a placeholder ([1.0]: a collection needs
+one).
 
-A search reads the statistics and the query terms' records in one request and
-ranks the holders in numpy with the in-memory store's code
-(backends/_keyword_index.py), so the candidates are what every store returns.
+A search reads the statistics and the query terms' roots in one request (and
+the shards of its split terms in a second) and ranks the holders in numpy with
+the in-memory store's code (backends/_keyword_index.py), so the candidates are
+what every store returns.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from memchat.engine.model import Entry, UserKey
 from memchat.engine.search.index import INDEX_VERSION, IndexRecord, index_record
 
 from ._chroma_records import chunks
+from ._chroma_shards import TermPostings, decode, level_for, record_id, shard_id, shard_of
 from ._keyword_index import Posting, UserKeywordIndex
 
 __all__ = [
@@ -83,13 +89,9 @@ def record_of(entry: Entry | None) -> IndexRecord | None:
     return index_record(entry.memory)
 
 
-def _id(key: UserKey, name: str) -> str:
-    return hashlib.sha256(f"{key.app}\0{key.user}\0{name}".encode()).hexdigest()
-
-
 def _stats_id(key: UserKey) -> str:
     # "\0" cannot start a term: the statistics never share an ID with one.
-    return _id(key, "\0stats")
+    return record_id(key, "\0stats")
 
 
 def _user(key: UserKey) -> dict[str, Any]:
@@ -143,8 +145,10 @@ class IndexPlan:
     key: UserKey
     #: The statistics before the section (None: the user had none).
     before: UserStats | None
-    #: The changed terms' postings after the section.
-    postings: dict[str, dict[str, Posting]] = field(default_factory=dict)
+    #: The term records to write: record ID → metadata.
+    writes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The shards of terms split again, to remove (after ``writes``).
+    dropped: list[str] = field(default_factory=list)
     active: int = 0
     records: int = 0
     lengths: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
@@ -161,27 +165,55 @@ class ChromaKeywordIndex:
 
     # -- reads ---------------------------------------------------------------
 
+    def _get(self, ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        if not ids:
+            return {}
+        found = self.collection.get(ids=list(ids), include=["metadatas"])
+        return {rid: meta for rid, meta in zip(found["ids"], found["metadatas"] or [], strict=True) if meta}
+
+    def _roots(self, key: UserKey, terms: Sequence[str]) -> tuple[UserStats | None, dict[str, TermPostings]]:
+        """The user's statistics (None: none recorded) and the root records of ``terms``."""
+        ids = [_stats_id(key), *(record_id(key, term) for term in terms)]
+        by_id = self._get(ids)
+        meta = by_id.get(ids[0])
+        stats = UserStats.of(meta) if meta is not None else None
+        roots = {term: TermPostings.of_root(by_id.get(rid)) for term, rid in zip(terms, ids[1:], strict=True)}
+        return stats, roots
+
+    def _load(
+        self, key: UserKey, wanted: Iterable[tuple[str, TermPostings, int]], *, stats: bool = False
+    ) -> UserStats | None:
+        """Read the shards ``wanted`` ((term, its postings, shard)) not read yet, in one
+        request, with the user's statistics when ``stats`` (returned: None without)."""
+        wanted = list(
+            {(term, s): (term, held, s) for term, held, s in wanted if s not in held.shards}.values()
+        )
+        ids = [shard_id(key, term, held.level, s) for term, held, s in wanted]
+        by_id = self._get([*ids, _stats_id(key)] if stats and ids else ids)
+        for rid, (_, held, s) in zip(ids, wanted, strict=True):
+            held.shards[s] = decode(by_id.get(rid))
+        meta = by_id.get(_stats_id(key))
+        return UserStats.of(meta) if meta is not None else None
+
     def read(
         self, key: UserKey, terms: Sequence[str]
     ) -> tuple[UserStats | None, dict[str, dict[str, Posting]]]:
-        """The user's statistics (None: none recorded) and the postings of ``terms``."""
-        ids = [_stats_id(key), *(_id(key, term) for term in terms)]
-        found = self.collection.get(ids=ids, include=["metadatas"])
-        by_id = dict(zip(found["ids"], found["metadatas"] or [], strict=True))
-        meta = by_id.get(ids[0])
-        stats = UserStats.of(meta) if meta is not None else None
-        postings: dict[str, dict[str, Posting]] = {}
-        for term, rid in zip(terms, ids[1:], strict=True):
-            record = by_id.get(rid)
-            if record is not None:
-                # The counts stay JSON lists: the ranking reads them as rows of an array.
-                held: dict[str, Posting] = json.loads(record.get("postings") or "{}")
-                if held:
-                    postings[term] = held
-        return stats, postings
+        """The user's statistics (None: none recorded) and the postings of ``terms``
+        (not read when the statistics are dirty: the caller then scans)."""
+        stats, roots = self._roots(key, terms)
+        if stats is not None and stats.dirty:
+            return stats, {}
+        wanted = [(term, held, s) for term, held in roots.items() for s in held.missing()]
+        if wanted:
+            again = self._load(key, wanted, stats=True)
+            if again != stats:
+                # A write of the user between the two requests (a search takes no
+                # lock): the shards may not match the roots, so the caller scans.
+                return replace(stats or EMPTY, complete=False), {}
+        return stats, {term: merged for term, held in roots.items() if (merged := held.merged())}
 
     def stats(self, key: UserKey) -> UserStats | None:
-        return self.read(key, ())[0]
+        return self._roots(key, ())[0]
 
     def every_stats(self) -> dict[UserKey, UserStats]:
         """Every user's statistics record (what opening checks against the memories)."""
@@ -212,7 +244,7 @@ class ChromaKeywordIndex:
         many records the section adds (less those it removes)."""
         changes = [c for c in changes if c[1] != c[2]]
         terms = sorted({t for _, before, after in changes for r in (before, after) if r for t in r.terms})
-        stats, postings = self.read(key, terms)
+        stats, roots = self._roots(key, terms)
         if stats is not None and not stats.complete and not stats.dirty_besides(token):
             stats = None  # only this section's mark: a user without statistics yet
         plan = IndexPlan(key, stats)
@@ -222,18 +254,37 @@ class ChromaKeywordIndex:
         current = stats or EMPTY
         plan.active, plan.lengths = current.active, list(current.lengths)
         plan.records = current.records + added
-        plan.postings = {term: postings.get(term, {}) for term in terms}
+        # Only the shards holding the changed memories are read and written.
+        touched = [
+            (mid, term) for mid, before, after in changes for r in (before, after) if r for term in r.terms
+        ]
+        self._load(key, ((term, roots[term], shard_of(mid, roots[term].level)) for mid, term in touched))
+        changed: dict[str, set[int]] = {term: set() for term in terms}
+        for mid, term in touched:
+            changed[term].add(shard_of(mid, roots[term].level))
         for memory_id, before, after in changes:
             if before is not None:
                 plan.active -= 1
                 plan.lengths = [a - b for a, b in zip(plan.lengths, before.lengths, strict=True)]
                 for term in before.terms:
-                    plan.postings[term].pop(memory_id, None)
+                    roots[term].shard(memory_id).pop(memory_id, None)
             if after is not None:
                 plan.active += 1
                 plan.lengths = [a + b for a, b in zip(plan.lengths, after.lengths, strict=True)]
                 for term, *counts in after.postings():
-                    plan.postings[term][memory_id] = tuple(counts)  # type: ignore[assignment]
+                    roots[term].shard(memory_id)[memory_id] = tuple(counts)  # type: ignore[assignment]
+        full = [term for term in terms if roots[term].overflows(changed[term])]
+        self._load(key, ((term, roots[term], s) for term in full for s in roots[term].missing()))
+        for term in terms:
+            held = roots[term]
+            if term in full:  # split (again): every shard read, written at the new level
+                if held.level:
+                    plan.dropped += [shard_id(key, term, held.level, s) for s in held.shards]
+                merged = held.merged()
+                held = TermPostings.split(merged, level_for(len(merged), held.level + 1))
+                plan.writes.update(held.records(key, term))
+            else:
+                plan.writes.update(held.records(key, term, changed[term]))
         return plan
 
     def mark(self, key: UserKey, token: str) -> None:
@@ -245,7 +296,9 @@ class ChromaKeywordIndex:
     def commit(self, plan: IndexPlan, token: str) -> str:
         """Write a prepared change (after the memories were written), removing the
         section's mark; the new version."""
-        return self._write(plan.key, plan.postings, plan.active, plan.records, plan.lengths, {_MARK + token})
+        return self._write(
+            plan.key, plan.writes, plan.dropped, plan.active, plan.records, plan.lengths, {_MARK + token}
+        )
 
     def rebuild(self, key: UserKey, entries: Iterable[Entry], records: int) -> str:
         """Index the user's active ``entries`` afresh (its old records and every mark
@@ -262,6 +315,9 @@ class ChromaKeywordIndex:
             lengths = [a + b for a, b in zip(lengths, record.lengths, strict=True)]
             for term, *counts in record.postings():
                 postings.setdefault(term, {})[entry.id] = tuple(counts)  # type: ignore[assignment]
+        writes: dict[str, dict[str, Any]] = {}
+        for term, held in postings.items():
+            writes.update(TermPostings.split(held, level_for(len(held))).records(key, term))
         found = self.collection.get(where=_user(key), include=["metadatas"])
         old = set(found["ids"])
         marks = {
@@ -271,32 +327,24 @@ class ChromaKeywordIndex:
             for k in meta
             if k.startswith(_MARK)
         }
-        stale = sorted(old - {_id(key, term) for term in postings} - {_stats_id(key)})
+        stale = sorted(old - writes.keys() - {_stats_id(key)})
         for batch in chunks(stale, _BATCH):
             self.collection.delete(ids=list(batch))
-        return self._write(key, postings, active, records, lengths, marks | {_MARK + token})
-
-    @staticmethod
-    def _term_meta(key: UserKey, term: str, held: dict[str, Posting]) -> dict[str, Any]:
-        return {
-            "kind": "term",
-            "app_name": key.app,
-            "user_id": key.user,
-            "term": term,
-            "postings": json.dumps(held, separators=(",", ":"), ensure_ascii=False),
-        }
+        return self._write(key, writes, [], active, records, lengths, marks | {_MARK + token})
 
     def _write(
         self,
         key: UserKey,
-        postings: dict[str, dict[str, Posting]],
+        writes: dict[str, dict[str, Any]],
+        dropped: Sequence[str],
         active: int,
         records: int,
         lengths: Sequence[int],
         unmark: Iterable[str],
     ) -> str:
-        """Upsert the term records and then the statistics without the ``unmark``
-        marks (in the last request with the last terms); the new version."""
+        """Upsert the term records, remove the ``dropped`` ones, and then write the
+        statistics without the ``unmark`` marks (with the last terms when nothing
+        is removed); the new version."""
         version = new_token()
         meta: dict[str, Any] = {
             "kind": "stats",
@@ -308,14 +356,22 @@ class ChromaKeywordIndex:
             "version": version,
             **dict.fromkeys(unmark),  # None removes a key
         }
-        ids = [*(_id(key, term) for term in postings), _stats_id(key)]
-        metas = [*(self._term_meta(key, term, held) for term, held in postings.items()), meta]
-        for start in range(0, len(ids), _BATCH):
-            batch = ids[start : start + _BATCH]
-            self.collection.upsert(
-                ids=batch, embeddings=[_PLACEHOLDER] * len(batch), metadatas=metas[start : start + _BATCH]
-            )
+        stats = (_stats_id(key), meta)
+        items = [*writes.items(), *([] if dropped else [stats])]
+        for batch in chunks(items, _BATCH):
+            self._upsert(batch)
+        if dropped:
+            for ids in chunks(dropped, _BATCH):
+                self.collection.delete(ids=list(ids))
+            self._upsert([stats])
         return version
+
+    def _upsert(self, items: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        self.collection.upsert(
+            ids=[rid for rid, _ in items],
+            embeddings=[_PLACEHOLDER] * len(items),
+            metadatas=[meta for _, meta in items],
+        )
 
 
 def ranker(stats: UserStats | None, postings: dict[str, dict[str, Posting]]) -> UserKeywordIndex:
@@ -334,8 +390,9 @@ def ranker(stats: UserStats | None, postings: dict[str, dict[str, Posting]]) -> 
 
 
 #: What else opening builds with the index: 1, the records' ``DENSE_KEY``;
-#: 2, the statistics' ``records``.
-LAYOUT = 2
+#: 2, the statistics' ``records``; 3, common terms' postings split into shards
+#: (backends/_chroma_shards.py).
+LAYOUT = 3
 
 
 def index_version() -> str:

@@ -34,6 +34,10 @@ def stripe(key: UserKey) -> int:
     return h % LOCK_STRIPES
 
 
+def _active(entry: Entry | None) -> bool:
+    return entry is not None and not entry.is_deleted
+
+
 @dataclass(slots=True)
 class PendingWrite:
     entry: Entry
@@ -80,6 +84,14 @@ class ChromaTransaction:
 
     async def count_active(self) -> int:
         store, key = self._store, self._key
+        stats = await store._user_stats(key)
+        if stats is not None:
+            # The index's count (one record read) while it can be trusted: listing
+            # the active records' IDs costs a request per 500 of them.
+            _, before = await self.replaced(for_index=True)
+            return stats.active + sum(
+                _active(w.entry if w else None) - _active(before.get(mid)) for mid, w in self.pending.items()
+            )
         active = set(await store.record_ids(user_filter(key, active=True)))
         for memory_id, write in self.pending.items():
             rid = record_id(key, memory_id)

@@ -22,6 +22,7 @@ import pytest
 
 from memchat.engine import BackendError, ConfigError, MemoryService, Metadata, SearchOptions, UserKey
 from tests.conformance import vector_contract as contract
+from tests.conformance.test_vectors import HashEmbedder
 from tests.support import require
 from tests.vector_servers import ServerUnavailable, chroma_url
 
@@ -30,8 +31,9 @@ pytest.importorskip("chromadb", reason="chromadb is not installed: pip install '
 import chromadb
 from chromadb.config import Settings
 
+from backends import _chroma_shards as shards
 from backends import create
-from backends._chroma_index import INDEX_META, index_collection_name
+from backends._chroma_index import INDEX_META, index_collection_name, index_version
 from backends._chroma_records import dense_tag
 from backends.chromadb import ChromaStore
 
@@ -464,6 +466,79 @@ async def test_a_section_that_did_not_finish_makes_searches_scan_until_the_next_
         assert await _keyword(svc, "cello") == ["Alice plays the cello"]
         assert await _keyword(svc, "tea") == ["Alice drinks green tea"]
         assert await svc.count(contract.KEY) == 3
+
+
+#: Memories sharing common words (every one holds "alice"; "tea", "cat" and the
+#: places are held by many), so a small ``SPLIT_AT`` splits them into shards.
+_SPLIT_TEXTS = [
+    f"Alice {('drinks green tea', 'has a cat', 'reads novels', 'plays tennis')[i % 4]} "
+    f"in {('Berlin', 'Kyoto', 'Lisbon')[i % 3]} note {i}"
+    for i in range(40)
+]
+_SPLIT_QUERIES = ["alice", "tea", "cat in Kyoto", "tennis Lisbon", "note 7", "green tea Berlin", "novels"]
+
+
+async def _keyword_results(svc: MemoryService) -> dict[str, list[str]]:
+    return {q: await _keyword(svc, q) for q in _SPLIT_QUERIES}
+
+
+async def test_common_terms_split_into_shards_rank_as_the_in_memory_store(make_store, monkeypatch) -> None:
+    """Adds, updates and deletes of memories holding split terms (shards of about
+    two holders, split again as they fill) leave the keyword search what the
+    in-memory store returns for the same memories."""
+    monkeypatch.setattr(shards, "SPLIT_AT", 4)
+    store = await make_store(dimension=384)
+    async with (
+        MemoryService(store, embedder=HashEmbedder(), limit=0) as svc,
+        MemoryService(create("inmemory"), embedder=HashEmbedder(), limit=0) as reference,
+    ):
+        added = []
+        for text in _SPLIT_TEXTS:
+            added.append(await svc.add(contract.KEY, text))
+            await reference.add(contract.KEY, text)
+        for entry in added[::5]:
+            text = entry.memory.text.replace("Alice", "Bob")
+            await svc.update(contract.KEY, entry.id, text)
+            await reference.update(contract.KEY, entry.id, text)
+        for entry in added[1::7]:
+            if entry in added[::5]:  # updated: another ID now
+                continue
+            await svc.delete(contract.KEY, entry.id)
+            await reference.delete(contract.KEY, entry.id)
+        expected = await _keyword_results(reference)
+        assert await _keyword_results(svc) == expected
+        assert expected["alice"] and expected["tea"]
+        # The common terms are held by shards, not by their root: what the test is about.
+        index = store._index.collection.get(where={"kind": "term"}, include=["metadatas"])["metadatas"]
+        assert any((meta.get("level") or 0) >= 2 for meta in index)
+        assert await svc.count(contract.KEY) == await reference.count(contract.KEY)
+
+
+async def test_an_index_of_the_previous_layout_is_rebuilt_on_open(make_store, monkeypatch) -> None:
+    """A collection indexed one record per term (layout 2) is indexed again on
+    open with the progress line, and searches find what they found before."""
+    store = await make_store(dimension=384)
+    async with MemoryService(store, embedder=HashEmbedder(), limit=0) as svc:
+        for text in _SPLIT_TEXTS:
+            await svc.add(contract.KEY, text)
+        before = await _keyword_results(svc)
+        # Layout 2: the same term records without ``level``, and its version.
+        index = store._index.collection
+        terms = index.get(where={"kind": "term"}, include=[])["ids"]
+        index.update(ids=terms, metadatas=[{"level": None}] * len(terms))
+        await store.write_meta(INDEX_META, index_version().rsplit(".", 1)[0] + ".2")
+    monkeypatch.setattr(shards, "SPLIT_AT", 4)
+    told: list[Any] = []
+    reopened = MemoryService(
+        await make_store(dimension=384, opened=False), embedder=HashEmbedder(), limit=0, progress=told.append
+    )
+    async with reopened:
+        indexing = [state for state in told if state.label == "indexing"]
+        assert indexing and indexing[-1].finished and indexing[-1].total == len(_SPLIT_TEXTS)
+        assert await reopened.store.read_meta(INDEX_META) == index_version()
+        assert await _keyword_results(reopened) == before
+        await reopened.add(contract.KEY, "Alice drinks tea in Paris")
+        assert (await _keyword(reopened, "paris")) == ["Alice drinks tea in Paris"]
 
 
 async def test_a_search_sees_what_another_store_object_wrote(make_store) -> None:
