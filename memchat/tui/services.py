@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING
 
@@ -57,19 +58,31 @@ async def open_default_runner(settings: Settings, *, progress: Progress | None =
 
 
 _background: set[asyncio.Future] = set()
+#: Seconds between the chat being ready and the warm-up. Loading jieba's dictionary
+#: and tagger holds the interpreter for up to 0.3 s at a time (one C call each), so a
+#: key or a quit in those moments waits: ctrl+q 0.3 s after the start took 0.54 s
+#: instead of 0.21 (benchmarks/tui.py). A person reads the banner first; the first
+#: message still finds everything loaded unless it is sent within ~4 s.
+WARM_UP_DELAY = 2.0
+
+
+def _warm_up_later(runner: Runner) -> None:
+    time.sleep(WARM_UP_DELAY)
+    runner.memory.warm_up()
 
 
 def warm_up(runner: Runner) -> asyncio.Future:
     """Load what the first search would otherwise wait for, in a worker thread
-    (never before the first frame, never on the UI thread): the Chinese word
-    segmentation dictionary (about a second) and the offline embedding model(s).
+    (never before the first frame, never on the UI thread, and ``WARM_UP_DELAY``
+    after the chat is ready): the Chinese word segmentation dictionary and its
+    name tagger (about 1.7 s) and the offline embedding model(s).
     A remote embedder has nothing to load; a failure here is left for the first
     search to report.
 
     The thread is a daemon of its own, not the event loop's executor: quitting
     while a model is still loading must not wait for it (``asyncio.run`` joins
     its executor's threads before returning)."""
-    future = in_daemon_thread(runner.memory.warm_up)
+    future = in_daemon_thread(_warm_up_later, runner)
     _background.add(future)
     future.add_done_callback(_background.discard)
     return future
