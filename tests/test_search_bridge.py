@@ -73,3 +73,28 @@ def test_merging_keeps_each_memory_at_its_better_score() -> None:
     a, b, c = held("one", "two", "three")
     merged = merge([a.with_score(0.5), b.with_score(0.4)], [b.with_score(0.9), c.with_score(0.3)], limit=2)
     assert [(e.id, e.score) for e in merged] == [("m1", 0.9), ("m0", 0.5)]
+
+
+def test_an_english_question_does_not_load_the_chinese_dictionary() -> None:
+    """Loading jieba takes a second in the calling thread (the event loop, when the
+    extraction searches): an English relation question must not need it."""
+    import subprocess
+    import sys
+
+    probe = """
+import asyncio, sys
+from backends import create
+from memchat.engine import MemoryService, SearchOptions, UserKey
+
+async def main():
+    svc = MemoryService(create("inmemory"), embedder=False)
+    key = UserKey("app", "user")
+    await svc.add(key, "Alice lives with her wife Priya")
+    await svc.add(key, "Priya plays the viola")
+    hits = await svc.search(key, "What instrument does my wife play?", SearchOptions(mode="keyword"))
+    print("viola" in " ".join(h.memory.text for h in hits), "jieba" in sys.modules)
+
+asyncio.run(main())
+"""
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["True", "False"], done.stderr

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, cast
 from . import search as keyword
 from . import validation
 from .model import SEARCH_KEYWORD, SEARCH_MODES, SEARCH_SEMANTIC, Entry, SearchOptions, UserKey
-from .search.bridge import BRIDGE_HOLDERS, MATCHES, RELATIONS, bridge, merge, relation_in
+from .search.bridge import BRIDGE_HOLDERS, bridge, merge, relation_in, relation_words
 from .search.candidates import KEYWORD_CANDIDATES, KeywordPlanner
 from .search.index import KEYWORD_SPACE, LEXICAL_SPACE, KeywordStats, query_terms
 
@@ -135,8 +135,7 @@ class Retrieval:
             return results
         # "my sister", "我对象": who that is (the memories holding the relation's words),
         # then the question again about the person (search/bridge.py).
-        words = " ".join(w for group in MATCHES[relation[0]] for w in RELATIONS[group])
-        found = bridge(query, await self._holders(key, words))
+        found = bridge(query, await self._holders(key, relation_words(query, relation[0])))
         if found is None:
             return results
         again = await self._ranked(key, found.query, options, mode)

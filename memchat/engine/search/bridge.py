@@ -40,6 +40,7 @@ __all__ = [
     "load_name_tagger",
     "merge",
     "relation_in",
+    "relation_words",
 ]
 
 #: Relation words by the relation they name (English singular forms; a plural
@@ -96,6 +97,16 @@ class Bridge:
     query: str
     name: str
     via: Entry
+
+
+def relation_words(query: str, group: str) -> str:
+    """The words a memory may name relation ``group`` with, in the query's script: a
+    Chinese question reads the memories with 对象, 伴侣…, an English one those with
+    partner, wife… (Han text would load jieba's dictionary, a second of work, for
+    an English question: on the event loop when an extraction searches)."""
+    han = bool(HAN_RE.search(query))
+    words = (w for g in MATCHES[group] for w in RELATIONS[g])
+    return " ".join(w for w in words if bool(HAN_RE.search(w)) == han)
 
 
 def relation_in(query: str) -> tuple[str, tuple[int, int]] | None:
