@@ -330,8 +330,9 @@ async def bench(name: str, size: int, samples: int, tmp: Path, args: argparse.Na
             row["get"] = await timed(samples, lambda i: svc.get(KEY, ids[(i * 37) % len(ids)]))
             row["read10"] = await timed(samples, lambda i: svc.read(KEY, 10))
             row["raw_get"] = await raw_floor(name, store, ids[len(ids) // 2], samples)
-        row.update(await search_rows(svc, embedder, samples, offset=1000 * len(args.done)))
-        row["raw_rows"] = await raw_rows_floor(name, store, ids, samples)
+        if not args.skip_search:
+            row.update(await search_rows(svc, embedder, samples, offset=1000 * len(args.done)))
+            row["raw_rows"] = await raw_rows_floor(name, store, ids, samples)
         args.done.append(name)
         return row
     finally:
@@ -399,6 +400,11 @@ async def main() -> None:
     parser.add_argument(
         "--search-only", action="store_true", help="skip add / get / read, time searches only"
     )
+    parser.add_argument(
+        "--skip-search",
+        action="store_true",
+        help="time add / get / read only (an older tree as the baseline for add: its searches scan)",
+    )
     parser.add_argument("--json", help="also write the figures to this file")
     parser.add_argument(
         "--add-up-to",
@@ -419,8 +425,9 @@ async def main() -> None:
                     print(f"  unavailable: {row['error']}", file=sys.stderr, flush=True)
                 else:
                     print(
-                        f"  fill {row['fill_s']:.0f} s; embed {fmt(row['embed'])}, "
-                        f"keyword {fmt(row['keyword'])}, hybrid {fmt(row['hybrid'])} ms",
+                        f"  fill {row['fill_s']:.0f} s; add {fmt(row.get('add'))}, "
+                        f"embed {fmt(row.get('embed'))}, keyword {fmt(row.get('keyword'))}, "
+                        f"hybrid {fmt(row.get('hybrid'))} ms",
                         file=sys.stderr,
                         flush=True,
                     )
@@ -438,6 +445,8 @@ async def main() -> None:
                 f"| {r['backend']} | {r['size']} | {fmt(r['add'])} | {fmt(r['get'])} | {fmt(r['raw_get'])} | "
                 f"{fmt(r['read10'])} | {r['fill_s']:.1f} s |"
             )
+    if args.skip_search:
+        return
     print(f"\nSearch p50 / p95 in ms, {args.samples} new queries each, modes interleaved per query;")
     print("hybrid = svc.search default (query embedded inside); ratios p50 / p95.\n")
     print("raw 10 rows = the 10 rows a search returns, read by primary key with the bare driver (floor).\n")

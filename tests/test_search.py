@@ -508,7 +508,7 @@ def test_hangul_raw_runs():
 
 
 def test_without_jieba_han_text_falls_back_to_raw_cjk_runs(monkeypatch):
-    monkeypatch.setattr(search_tokens, "_get_jieba", lambda: None)
+    monkeypatch.setattr(search_tokens, "jieba_module", lambda: None)
     search.clear_caches()
     try:
         assert build_search_tokens(ZHANG) == ["张三喜欢", "语言编程", "go"]

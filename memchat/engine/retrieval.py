@@ -135,7 +135,7 @@ class Retrieval:
             return results
         # "my sister", "我对象": who that is (the memories holding the relation's words),
         # then the question again about the person (search/bridge.py).
-        found = bridge(query, await self._holders(key, relation_words(query, relation[0])))
+        found = bridge(query, await self._holders(key, relation_words(query, relation[0])), relation)
         if found is None:
             return results
         again = await self._ranked(key, found.query, options, mode)

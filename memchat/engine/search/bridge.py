@@ -27,7 +27,7 @@ from typing import Any
 
 from ..model import Entry
 from .tokens import _HAN_RE as HAN_RE
-from .tokens import _get_jieba
+from .tokens import jieba_module
 
 __all__ = [
     "BRIDGE_HOLDERS",
@@ -170,18 +170,21 @@ def load_name_tagger() -> None:
 
 
 def _posseg() -> Any:
-    if _get_jieba() is None:
+    if jieba_module() is None:
         return None
     import jieba.posseg
 
     return jieba.posseg
 
 
-def bridge(query: str, holders: Sequence[Entry]) -> Bridge | None:
+def bridge(
+    query: str, holders: Sequence[Entry], relation: tuple[str, tuple[int, int]] | None = None
+) -> Bridge | None:
     """The question about the person a first-person relation in ``query`` names:
     the name most often beside a word of the same relation in ``holders`` (the
-    memories holding one of its words, best first; a tie goes to the better)."""
-    relation = relation_in(query)
+    memories holding one of its words, best first; a tie goes to the better).
+    ``relation`` is ``relation_in(query)`` when the caller already has it."""
+    relation = relation or relation_in(query)
     if relation is None:
         return None
     group, (start, end) = relation

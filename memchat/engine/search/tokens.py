@@ -183,7 +183,9 @@ _jieba: Any = None
 _jieba_state = 0  # 0: not tried, 1: loaded, -1: unavailable
 
 
-def _get_jieba() -> Any:
+def jieba_module() -> Any:
+    """jieba, initialised on first use (its dictionary: about a second), or None
+    when it cannot load (CJK text is then split into raw runs)."""
     global _jieba, _jieba_state
     if _jieba_state == 0:
         try:
@@ -224,7 +226,7 @@ def _normalize_segment_token(token: str) -> str:
 
 
 def _segment_han(text: str, keep_single: bool) -> list[str]:
-    jieba = _get_jieba()
+    jieba = jieba_module()
     if jieba is None:
         return _raw_cjk_tokens(text, keep_single)
     try:
