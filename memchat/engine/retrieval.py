@@ -146,26 +146,35 @@ class Retrieval:
             if mode == SEARCH_SEMANTIC:
                 return await self._semantic_search(key, query, options)
             return await self._hybrid_search(key, query, options)
-        candidates, stats = await self._keyword_candidates(
+        candidates, stats, scores = await self._keyword_candidates(
             key, query, KEYWORD_SPACE, self._keyword_depth(options)
         )
         return keyword.keyword_search(
-            candidates, query, options, min_score=self.min_score, default_max=self.max_results, stats=stats
+            candidates,
+            query,
+            options,
+            min_score=self.min_score,
+            default_max=self.max_results,
+            stats=stats,
+            scores=scores,
         )
 
     async def _holders(self, key: UserKey, words: str) -> list[Entry]:
         """The best ``BRIDGE_HOLDERS`` memories holding one of ``words``, best first."""
-        found, stats = await self._keyword_candidates(key, words, KEYWORD_SPACE, BRIDGE_HOLDERS)
-        scores = keyword.score_entries(found, words, stats)
+        found, stats, scores = await self._keyword_candidates(key, words, KEYWORD_SPACE, BRIDGE_HOLDERS)
+        if scores is None:
+            scores = keyword.score_entries(found, words, stats)
         ranked = sorted(zip(scores, found, strict=True), key=lambda pair: -pair[0])
         return [entry for score, entry in ranked[:BRIDGE_HOLDERS] if score > 0]
 
     async def _keyword_candidates(
         self, key: UserKey, query: str, space: str, depth: int | None = None
-    ) -> tuple[list[Entry], KeywordStats | None]:
+    ) -> tuple[list[Entry], KeywordStats | None, list[float] | None]:
         """What keyword scoring reads: from a store that keeps an inverted index
         (search/index.py), the memories holding a query term and the collection's
-        statistics; from the others, every active memory (the scorer counts).
+        statistics; from the others, every active memory (the scorer counts). The
+        third item is the candidates' scores in ``space`` when they were computed
+        here (the caller need not score them again), else None.
 
         ``depth``: the caller ranks only the best ``depth`` (None: all of them), so
         the store may return just its best-ranked holders (search/candidates.py);
@@ -177,17 +186,18 @@ class Retrieval:
             terms = query_terms(query, space)
             if terms is not None:
                 if depth is None:
-                    return await index.indexed_keyword_candidates(key, space, terms)
+                    return (*await index.indexed_keyword_candidates(key, space, terms), None)
                 planner = KeywordPlanner(query, space, max(KEYWORD_CANDIDATES, depth), depth)
                 found, stats = await index.indexed_keyword_candidates(key, space, terms, planner)
-                if stats is not None and stats.rank_cutoff is not None:
-                    scorer = keyword.score_entries if space == KEYWORD_SPACE else keyword.lexical_scores
-                    scores = scorer(found, query, stats)
-                    if not planner.complete(scores, stats, depth):
-                        wider = planner.below(scores, depth)
-                        found, stats = await index.indexed_keyword_candidates(key, space, terms, wider)
-                return found, stats
-        return await store.keyword_candidates(key, query), None
+                if stats is None or stats.rank_cutoff is None:
+                    return found, stats, None
+                scorer = keyword.score_entries if space == KEYWORD_SPACE else keyword.lexical_scores
+                scores = scorer(found, query, stats)
+                if planner.complete(scores, stats, depth):
+                    return found, stats, scores
+                wider = planner.below(scores, depth)
+                return (*await index.indexed_keyword_candidates(key, space, terms, wider), None)
+        return await store.keyword_candidates(key, query), None, None
 
     def _hybrid_keyword_depth(self, query: str, options: SearchOptions) -> int | None:
         """How many of the best keyword candidates hybrid search needs: those it may
@@ -287,7 +297,7 @@ class Retrieval:
         embed_tokens = getattr(embedder, "embed_tokens", None)
         # The query's embedding (model work in a thread) and the keyword candidates
         # (store I/O) do not depend on each other: one waits while the other runs.
-        vector, (keyword_entries, keyword_stats) = await asyncio.gather(
+        vector, (keyword_entries, keyword_stats, keyword_scores) = await asyncio.gather(
             self._query_vector(query),
             self._keyword_candidates(key, query, LEXICAL_SPACE, self._hybrid_keyword_depth(query, options)),
         )
@@ -308,6 +318,7 @@ class Retrieval:
             calibration=keyword.calibration_for(embedder),
             collection_size=size,
             keyword_stats=keyword_stats,
+            keyword_scores=keyword_scores,
         )
         if embed_tokens is not None:
             targets = ranking.rerank_targets(options)

@@ -238,6 +238,7 @@ class HybridRanking:
         collection_size: int | None = None,
         background_alpha: float | None = HYBRID_BACKGROUND_ALPHA,
         keyword_stats: KeywordStats | None = None,
+        keyword_scores: Sequence[float] | None = None,
     ) -> None:
         query = _trim(query or "")
         self.query = query
@@ -306,7 +307,7 @@ class HybridRanking:
                     listed.add(entry.id)
                     scored.append(entry)
         if query and scored:
-            scores = lexical_scores(scored, query, keyword_stats)
+            scores = self._lexical_scores(scored, len(keyword_entries), keyword_scores, keyword_stats)
             for entry, score in zip(scored, scores, strict=True):
                 if score > 0:
                     self.keyword[entry.id] = score
@@ -316,6 +317,27 @@ class HybridRanking:
         # Ties by ID: the candidates worth a token-level look must not depend on the
         # order the store listed them in.
         self.order = sorted(self._scores, key=lambda i: (-self._scores[i], i))
+
+    def _lexical_scores(
+        self,
+        scored: list[Entry],
+        given: int,
+        known: Sequence[float] | None,
+        stats: KeywordStats | None,
+    ) -> list[float]:
+        """``lexical_scores`` of ``scored``, whose first ``given`` are the keyword
+        candidates and ``known`` their scores if the caller has them: with the
+        collection's document frequencies a memory's score does not depend on the
+        others scored beside it, so only the dense candidates added after them are
+        scored here (a second scoring of the 300 candidates was most of a hybrid
+        search's own work at 10k memories)."""
+        if known is None or len(known) != given:
+            return lexical_scores(scored, self.query, stats)
+        if len(scored) == given:
+            return list(known)
+        if stats is None or stats.df is None:
+            return lexical_scores(scored, self.query, stats)
+        return [*known, *lexical_scores(scored[given:], self.query, stats)]
 
     def _mix(self, memory_id: str, relevance: float) -> float:
         if self.time_weight:

@@ -370,9 +370,12 @@ def keyword_search(
     min_score: float = MIN_KEYWORD_SCORE,
     default_max: int = DEFAULT_MAX_RESULTS,
     stats: KeywordStats | None = None,
+    scores: Sequence[float] | None = None,
 ) -> list[Entry]:
     """Rank ``entries`` (the user's whole active collection) for ``query``.
 
+    ``scores``: ``score_entries(entries, query, stats)`` when the caller has them
+    already (the candidates' check in retrieval.py scores the same entries).
     Returns copies of the matching entries with ``score`` set, best first.
     """
     query = _trim(query or "")
@@ -381,7 +384,8 @@ def keyword_search(
     limit = options.max_results if options.max_results > 0 else default_max
     threshold = options.similarity_threshold if options.similarity_threshold > 0 else min_score
 
-    scores = score_entries(entries, query, stats)
+    if scores is None or len(scores) != len(entries):
+        scores = score_entries(entries, query, stats)
     if threshold > 0:
         candidates = [(s, e) for s, e in zip(scores, entries, strict=True) if s >= threshold]
     else:
