@@ -17,7 +17,8 @@ index), records of the user's terms and one of statistics per user:
   sums, ``records`` (all the user's records, tombstones too: opening compares
   their sum with the collection's count, one cheap request), ``version`` (a
   new random token with every write: what the store's entry cache is checked
-  against) and an ``open_<token>`` key per write section under way.
+  against), the user's newest memories (``newest``: backends/_chroma_newest.py)
+  and an ``open_<token>`` key per write section under way.
 
 Chroma has no transactions. A write section (``ChromaStore._apply``, under the
 user's lock) marks the statistics with its own ``open_<token>`` key while it
@@ -46,6 +47,7 @@ from typing import Any
 from memchat.engine.model import Entry, UserKey
 from memchat.engine.search.index import INDEX_VERSION, IndexRecord, index_record
 
+from . import _chroma_newest as newest_list
 from ._chroma_records import chunks
 from ._chroma_shards import TermPostings, decode, level_for, record_id, shard_id, shard_of
 from ._keyword_index import Posting, UserKeywordIndex
@@ -112,17 +114,31 @@ class UserStats:
     marks: frozenset[str] = frozenset()
     #: Written by a finished section or build (a record holding only marks is not).
     complete: bool = True
+    #: The user's newest active memories as stored (backends/_chroma_newest.py;
+    #: None: not kept); decoded only by what reads them (``newest``).
+    newest_text: str | None = None
 
     @classmethod
     def of(cls, meta: dict[str, Any]) -> UserStats:
+        version = str(meta.get("version") or "")
         return cls(
             active=int(meta.get("active") or 0),
             lengths=tuple(int(meta.get(name) or 0) for name in _LENGTHS),  # type: ignore[arg-type]
-            version=str(meta.get("version") or ""),
+            version=version,
             records=int(meta.get("records") or 0),
             marks=frozenset(k for k, v in meta.items() if k.startswith(_MARK) and v),
             complete="active" in meta,
+            # Written with another version: a writer that does not keep the list wrote since.
+            newest_text=newest
+            if isinstance(newest := meta.get("newest"), str)
+            and version
+            and meta.get("newest_version") == version
+            else None,
         )
+
+    @property
+    def newest(self) -> tuple[newest_list.Item, ...] | None:
+        return newest_list.decode(self.newest_text)
 
     @property
     def dirty(self) -> bool:
@@ -152,6 +168,8 @@ class IndexPlan:
     active: int = 0
     records: int = 0
     lengths: list[int] = field(default_factory=lambda: [0, 0, 0, 0])
+    #: The user's newest memories after the section (None: not known).
+    newest: list[newest_list.Item] | None = None
 
     #: An earlier section did not finish: rebuild the index from the memories instead.
     rebuild: bool = False
@@ -237,11 +255,13 @@ class ChromaKeywordIndex:
         changes: Iterable[tuple[str, IndexRecord | None, IndexRecord | None]],
         token: str,
         added: int,
+        written: Sequence[tuple[str, Entry | None]] = (),
     ) -> IndexPlan:
         """Read what ``changes`` (memory ID, its record before, after) touch and
         work out the index after them; nothing is written. ``token``: the
         section's mark, which may be written while this reads; ``added``: how
-        many records the section adds (less those it removes)."""
+        many records the section adds (less those it removes); ``written``:
+        every memory the section writes (ID → entry, None: removed)."""
         changes = [c for c in changes if c[1] != c[2]]
         terms = sorted({t for _, before, after in changes for r in (before, after) if r for t in r.terms})
         stats, roots = self._roots(key, terms)
@@ -254,6 +274,9 @@ class ChromaKeywordIndex:
         current = stats or EMPTY
         plan.active, plan.lengths = current.active, list(current.lengths)
         plan.records = current.records + added
+        listed = () if stats is None else current.newest
+        if listed is not None:
+            plan.newest = newest_list.updated(listed, current.active, written)
         # Only the shards holding the changed memories are read and written.
         touched = [
             (mid, term) for mid, before, after in changes for r in (before, after) if r for term in r.terms
@@ -297,7 +320,14 @@ class ChromaKeywordIndex:
         """Write a prepared change (after the memories were written), removing the
         section's mark; the new version."""
         return self._write(
-            plan.key, plan.writes, plan.dropped, plan.active, plan.records, plan.lengths, {_MARK + token}
+            plan.key,
+            plan.writes,
+            plan.dropped,
+            plan.active,
+            plan.records,
+            plan.lengths,
+            {_MARK + token},
+            plan.newest,
         )
 
     def rebuild(self, key: UserKey, entries: Iterable[Entry], records: int) -> str:
@@ -307,6 +337,7 @@ class ChromaKeywordIndex:
         self.mark(key, token)
         postings: dict[str, dict[str, Posting]] = {}
         active, lengths = 0, [0, 0, 0, 0]
+        entries = list(entries)
         for entry in entries:
             record = record_of(entry)
             if record is None:
@@ -330,7 +361,16 @@ class ChromaKeywordIndex:
         stale = sorted(old - writes.keys() - {_stats_id(key)})
         for batch in chunks(stale, _BATCH):
             self.collection.delete(ids=list(batch))
-        return self._write(key, writes, [], active, records, lengths, marks | {_MARK + token})
+        return self._write(
+            key,
+            writes,
+            [],
+            active,
+            records,
+            lengths,
+            marks | {_MARK + token},
+            newest_list.of_entries(entries),
+        )
 
     def _write(
         self,
@@ -341,10 +381,12 @@ class ChromaKeywordIndex:
         records: int,
         lengths: Sequence[int],
         unmark: Iterable[str],
+        listed: Sequence[newest_list.Item] | None,
     ) -> str:
         """Upsert the term records, remove the ``dropped`` ones, and then write the
         statistics without the ``unmark`` marks (with the last terms when nothing
-        is removed); the new version."""
+        is removed), and ``listed`` as the newest memories (None: not known); the
+        new version."""
         version = new_token()
         meta: dict[str, Any] = {
             "kind": "stats",
@@ -354,6 +396,8 @@ class ChromaKeywordIndex:
             "records": records,
             **dict(zip(_LENGTHS, (int(n) for n in lengths), strict=True)),
             "version": version,
+            "newest": newest_list.encode(listed) if listed is not None else None,
+            "newest_version": version if listed is not None else None,
             **dict.fromkeys(unmark),  # None removes a key
         }
         stats = (_stats_id(key), meta)
@@ -391,8 +435,8 @@ def ranker(stats: UserStats | None, postings: dict[str, dict[str, Posting]]) -> 
 
 #: What else opening builds with the index: 1, the records' ``DENSE_KEY``;
 #: 2, the statistics' ``records``; 3, common terms' postings split into shards
-#: (backends/_chroma_shards.py).
-LAYOUT = 3
+#: (backends/_chroma_shards.py); 4, the statistics' newest memories (backends/_chroma_newest.py).
+LAYOUT = 4
 
 
 def index_version() -> str:

@@ -20,6 +20,7 @@ from memchat.engine.model import Entry, UserKey
 from memchat.engine.search.index import KeywordStats
 from memchat.engine.vectors import IndexingProgress, ProgressCallback, report_progress
 
+from . import _chroma_newest as newest_list
 from ._chroma_index import EMPTY, INDEX_META, ChromaKeywordIndex, UserStats, index_version, ranker
 from ._chroma_records import DENSE_KEY, chunks, dense_filter, dense_tag, record_entry, record_id, user_filter
 
@@ -167,6 +168,21 @@ class ChromaSearch:
             cached = dict(cached) if version is None else cached
             cached.update(await self._call("reading", fetch))
         return [entry for rid in ids if (entry := cached.get(rid)) is not None and not entry.is_deleted]
+
+    async def _newest(self, key: UserKey, limit: int) -> builtins.list[Entry] | None:
+        """The user's ``limit`` newest active memories, from the index's list of them
+        (backends/_chroma_newest.py): the statistics record and those memories; None
+        when the list cannot answer (the caller then reads every record)."""
+        stats = await self._user_stats(key)
+        listed = stats.newest if stats is not None else None
+        if stats is None or listed is None or not newest_list.readable(listed, stats.active, limit):
+            return None
+        items = builtins.list(listed[:limit])
+        entries = await self._active_entries(key, stats.version, [record_id(key, item[2]) for item in items])
+        # A write between the two reads: only what the list names, as it names it, is an answer.
+        if [newest_list.item_of(entry) for entry in entries] != items:
+            return None
+        return entries
 
     # -- nearest neighbours ----------------------------------------------------
 

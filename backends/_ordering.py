@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable
 
-from memchat.engine.model import Entry
+from memchat.engine.model import Entry, to_micros
 
 
 def newest_first(entries: Iterable[Entry]) -> list[Entry]:
@@ -14,10 +15,33 @@ def newest_first(entries: Iterable[Entry]) -> list[Entry]:
     return ordered
 
 
-def newest(entries: Iterable[Entry], limit: int) -> list[Entry]:
-    """The ``limit`` first of :func:`newest_first` (one pass, no full sort)."""
-    import heapq
+def _position(entry: Entry) -> tuple[int, int, str]:
+    return (-to_micros(entry.updated_at), -to_micros(entry.created_at), entry.id)
 
-    return heapq.nsmallest(
-        limit, entries, key=lambda e: (-e.updated_at.timestamp(), -e.created_at.timestamp(), e.id)
-    )
+
+class NewestOrder:
+    """One user's active memories in :func:`newest_first` order, kept with each
+    write (a sorted list of keys: an insert or removal moves pointers, no sort), so
+    reading the newest N is a slice, not a sort of every memory."""
+
+    __slots__ = ("_keys",)
+
+    def __init__(self) -> None:
+        self._keys: list[tuple[int, int, str]] = []
+
+    def replace(self, before: Entry | None, after: Entry | None) -> None:
+        """A write took the memory from ``before`` to ``after`` (None: absent)."""
+        if before is not None and not before.is_deleted:
+            old = _position(before)
+            i = bisect.bisect_left(self._keys, old)
+            if i < len(self._keys) and self._keys[i] == old:
+                del self._keys[i]
+        if after is not None and not after.is_deleted:
+            bisect.insort(self._keys, _position(after))
+
+    def first(self, limit: int) -> list[str]:
+        """The IDs of the ``limit`` newest."""
+        return [memory_id for *_, memory_id in self._keys[:limit]]
+
+    def __len__(self) -> int:
+        return len(self._keys)

@@ -58,7 +58,7 @@ def memories_table(
 ) -> sa.Table:
     # MySQL's TEXT holds 64 KiB, too little for long utf8mb4 memories.
     text_type = sa.Text().with_variant(MEDIUMTEXT(), "mysql", "mariadb")
-    return sa.Table(
+    table = sa.Table(
         name,
         metadata,
         sa.Column("app_name", sa.String(255), primary_key=True),
@@ -73,10 +73,36 @@ def memories_table(
         sa.Column("created_at", sa.BigInteger, nullable=False),
         sa.Column("updated_at", sa.BigInteger, nullable=False),
         sa.Column("deleted_at", sa.BigInteger, nullable=True),
-        sa.Index(short_identifier(f"idx_{name}_user_updated"), "app_name", "user_id", "updated_at"),
         schema=schema,
         **table_options,
     )
+    newest_index(table)
+    return table
+
+
+def newest_index(table: sa.Table) -> sa.Index:
+    """The user's memories in the order ``read`` returns them (updated_at desc,
+    created_at desc, memory_id asc: backends/_ordering.py), so reading the newest N
+    walks N index entries instead of sorting every memory of the user (MariaDB
+    sorted all 10,000 of them to return 10: 18 ms). Tables made before it get it
+    on open (``SQLStore._ensure_newest_index``); their older index on
+    (app_name, user_id, updated_at) is left, for an older memchat."""
+    for index in table.indexes:
+        if index.name == newest_index_name(table.name):
+            return index
+    t = table.c
+    return sa.Index(
+        newest_index_name(table.name),
+        t.app_name,
+        t.user_id,
+        t.updated_at.desc(),
+        t.created_at.desc(),
+        t.memory_id,
+    )
+
+
+def newest_index_name(table_name: str) -> str:
+    return short_identifier(f"idx_{table_name}_user_newest")
 
 
 def check_dimension(dimension: int | None) -> int:

@@ -107,6 +107,19 @@ OPEN_TIMEOUT_S = 60.0
 # -- the store --------------------------------------------------------------------
 
 
+#: What the Chroma server answers when a read matched a record that another
+#: writer removed before the read fetched it (found by a filter, gone by the
+#: time its embedding or document is read): the same read asked again sees
+#: the collection after the removal.
+RACED_REMOVAL = "Error finding id"
+#: How often such a read is asked in all.
+READ_ATTEMPTS = 3
+#: The actions of ``ChromaStore._call`` that only read (only they are asked again).
+READ_ACTIONS = frozenset(
+    {"searching", "reading", "counting", "reading the keyword index", "reading the vectors", "verifying"}
+)
+
+
 class ChromaStore(ChromaSearch):
     name = "chromadb"
     capabilities = Capabilities(vector_search=True, persistent=True, native_keyword_search=True)
@@ -218,17 +231,24 @@ class ChromaStore(ChromaSearch):
         return BackendError(redact(message, self._secrets))
 
     async def _call(self, action: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run a Chroma client call in a worker thread; errors become BackendError."""
-        try:
-            return await asyncio.to_thread(fn, *args, **kwargs)
-        except BackendError:
-            raise
-        except chromadb.errors.NotFoundError as exc:
-            # The collection may have been deleted: look it up afresh next time.
-            self._collection = None
-            raise self._error(action, exc) from exc
-        except Exception as exc:  # the client raises ValueError, httpx and Chroma errors alike
-            raise self._error(action, exc) from exc
+        """Run a Chroma client call in a worker thread; errors become BackendError.
+        A read that raced another writer's removal of a record it matched is asked
+        again (``RACED_REMOVAL``)."""
+        for attempt in range(READ_ATTEMPTS):
+            try:
+                return await asyncio.to_thread(fn, *args, **kwargs)
+            except BackendError:
+                raise
+            except chromadb.errors.NotFoundError as exc:
+                # The collection may have been deleted: look it up afresh next time.
+                self._collection = None
+                raise self._error(action, exc) from exc
+            except Exception as exc:  # the client raises ValueError, httpx and Chroma errors alike
+                if action in READ_ACTIONS and RACED_REMOVAL in str(exc) and attempt + 1 < READ_ATTEMPTS:
+                    await asyncio.sleep(0.01 * (attempt + 1))
+                    continue
+                raise self._error(action, exc) from exc
+        raise AssertionError("unreachable")  # the last attempt returns or raises
 
     # -- lifecycle -------------------------------------------------------
 
@@ -377,7 +397,15 @@ class ChromaStore(ChromaSearch):
             ]
             added = sum((w is not None) - (before.get(mid) is not None) for mid, w in pending.items())
             plan, _ = await asyncio.gather(
-                self._call("writing", index.prepare, key, changes, token, added),
+                self._call(
+                    "writing",
+                    index.prepare,
+                    key,
+                    changes,
+                    token,
+                    added,
+                    [(mid, w.entry if w else None) for mid, w in pending.items()],
+                ),
                 self._call("writing", index.mark, key, token),
             )
         ids, embeddings, documents, metadatas = [], [], [], []
@@ -566,6 +594,10 @@ class ChromaStore(ChromaSearch):
 
     # Last in the class: below it, ``list`` would name this method, not the builtin.
     async def list(self, key: UserKey, *, limit: int = 0, include_deleted: bool = False) -> list[Entry]:
+        if limit > 0 and not include_deleted:
+            newest = await self._newest(key, limit)
+            if newest is not None:
+                return newest
         records = await self._records(
             user_filter(key, active=not include_deleted), ["documents", "metadatas"]
         )

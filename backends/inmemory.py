@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 from ._buffered import BufferedWrites
 from ._keyword_index import UserKeywordIndex
-from ._ordering import newest, newest_first
+from ._ordering import NewestOrder, newest_first
 from ._vectors import MatrixCache, UserMatrix, check_query, encode_vector
 from .base import DEFAULT_VECTOR_DIMENSION, Capabilities, bounded_lock, resolve_timeout
 
@@ -98,6 +98,8 @@ class InMemoryStore:
         self._meta: dict[str, str] = {}
         #: user → inverted index and statistics of its active memories (keyword search).
         self._index: dict[UserKey, UserKeywordIndex] = {}
+        #: user → its active memories newest first (``list`` with a limit reads a slice).
+        self._newest: dict[UserKey, NewestOrder] = {}
 
     async def open(self) -> None:
         return None
@@ -116,10 +118,14 @@ class InMemoryStore:
             self._active[key] = tx._active + tx.active_delta()
             vectors = self._vectors.get(key, {})
             index = self._index.setdefault(key, UserKeywordIndex())
+            order = self._newest.setdefault(key, NewestOrder())
             for memory_id, entry in tx._writes.items():
                 index.replace(memory_id, entry)
+                order.replace(tx._rows.get(memory_id), entry)
             if not index.records:
                 self._index.pop(key, None)
+            if not order:
+                self._newest.pop(key, None)
             tx.commit(vectors)
             if tx._rows:
                 self._users[key] = tx._rows
@@ -225,5 +231,8 @@ class InMemoryStore:
 
     # Last in the class: below it, ``list`` would name this method, not the builtin.
     async def list(self, key: UserKey, *, limit: int = 0, include_deleted: bool = False) -> list[Entry]:
-        entries = [e for e in self._users.get(key, {}).values() if include_deleted or not e.is_deleted]
-        return newest(entries, limit) if limit > 0 else newest_first(entries)
+        rows = self._users.get(key, {})
+        if limit > 0 and not include_deleted:
+            order = self._newest.get(key)
+            return [rows[memory_id] for memory_id in order.first(limit)] if order else []
+        return newest_first(e for e in rows.values() if include_deleted or not e.is_deleted)[: limit or None]

@@ -354,6 +354,7 @@ class PostgresStore(ServerSQLStore):
                     await conn.execute(sa.schema.CreateSchema(self.schema))
             await conn.run_sync(self.metadata.create_all, checkfirst=True)
             await self._ensure_embedding_column(conn)
+            await self._ensure_newest_index(conn)
 
     @staticmethod
     async def _advisory_lock(conn: AsyncConnection, *parts: str) -> None:

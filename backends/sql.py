@@ -52,6 +52,7 @@ from ._sql_schema import (
     lock_key,
     memories_table,
     meta_table,
+    newest_index,
     short_identifier,
     validate_table_name,
 )
@@ -90,6 +91,20 @@ class SQLStore(SQLTables):
         async with self._write_engine.begin() as conn:
             await conn.run_sync(self.metadata.create_all, checkfirst=True)
             await self._ensure_embedding_column(conn)
+            await self._ensure_newest_index(conn)
+
+    async def _ensure_newest_index(self, conn: AsyncConnection) -> None:
+        """Add the index ``read`` walks (_sql_schema.newest_index) to a table made
+        before it. Call it where table creation is serialised against other processes."""
+        t = self.table
+        index = newest_index(t)
+
+        def missing(sync_conn: sa.Connection) -> bool:
+            names = {i["name"] for i in sa.inspect(sync_conn).get_indexes(t.name, schema=t.schema)}
+            return index.name not in names
+
+        if await conn.run_sync(missing):
+            await conn.run_sync(index.create)
 
     async def _ensure_embedding_column(self, conn: AsyncConnection) -> None:
         """Add the ``embedding`` column to a table made before vectors existed.

@@ -31,6 +31,7 @@ pytest.importorskip("chromadb", reason="chromadb is not installed: pip install '
 import chromadb
 from chromadb.config import Settings
 
+from backends import _chroma_newest as newest
 from backends import _chroma_shards as shards
 from backends import create
 from backends._chroma_index import INDEX_META, index_collection_name, index_version
@@ -557,3 +558,89 @@ async def test_a_search_sees_what_another_store_object_wrote(make_store) -> None
         await second.delete(contract.KEY, updated.memory_id)
         assert await _keyword(first, "cello") == []
         assert await first.search(contract.KEY, "cello", SearchOptions(mode="semantic")) == []
+
+
+async def test_searches_racing_another_writer_never_keep_a_stale_memory(make_store) -> None:
+    """A search asks Chroma twice at once (the nearest neighbours, and the user's
+    index version beside them) and keeps what it read under that version: another
+    process writing between or during those requests must not leave the memory's
+    old text kept under the new version. Searches of every mode run without pause
+    while the other store object rewrites the memory; once each write returns, the
+    next search of each mode shows the new text."""
+    first = MemoryService(await make_store(dimension=384))
+    second = MemoryService(await make_store(dimension=384))
+    async with first, second:
+        current = await first.add(contract.KEY, "Alice plays the cello on day 0")
+        done = asyncio.Event()
+
+        async def search_without_pause(mode: str) -> int:
+            searches = 0
+            while not done.is_set():
+                await first.search(contract.KEY, "cello", SearchOptions(mode=mode))
+                searches += 1
+            return searches
+
+        racing = [asyncio.create_task(search_without_pause(m)) for m in ("semantic", "keyword", "hybrid")]
+        try:
+            memory_id = current.id
+            for day in range(1, 7):
+                text = f"Alice plays the cello on day {day}"
+                memory_id = (await second.update(contract.KEY, memory_id, text)).memory_id
+                for mode in ("semantic", "keyword", "hybrid"):
+                    found = await first.search(contract.KEY, "cello", SearchOptions(mode=mode))
+                    assert [(e.id, e.memory.text) for e in found] == [(memory_id, text)], mode
+        finally:
+            done.set()
+            searches = await asyncio.gather(*racing)
+        assert all(n > 0 for n in searches)  # the searches did run beside the writes
+
+
+async def test_reading_the_newest_reads_only_them_in_every_store_s_order(make_store, monkeypatch) -> None:
+    """``read(limit)`` takes the user's newest memories from the index's list of them
+    (backends/_chroma_newest.py) and reads just those: the same memories, in the same
+    order, as reading every record, through adds, an update, deletes, another store
+    object's writes, and a reopening (a list of six here, so it is soon partial)."""
+    monkeypatch.setattr(newest, "KEPT", 6)
+    store = await make_store(dimension=384)
+    full_reads = 0
+    records = store._records
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal full_reads
+        full_reads += 1
+        return await records(*args, **kwargs)
+
+    monkeypatch.setattr(store, "_records", counted)
+
+    async def check(svc: MemoryService, limit: int, *, from_list: bool) -> list[str]:
+        nonlocal full_reads
+        before = full_reads
+        got = await svc.read(contract.KEY, limit)
+        assert (full_reads == before) is from_list
+        every = await store.list(contract.KEY)  # limit 0: every record, sorted here
+        assert [e.id for e in got] == [e.id for e in every[:limit]]
+        assert [e.memory.text for e in got] == [e.memory.text for e in every[:limit]]
+        return [e.memory.text for e in got]
+
+    async with MemoryService(store, embedder=HashEmbedder(), limit=0) as svc:
+        added = [await svc.add(contract.KEY, f"Alice noted fact number {i}") for i in range(10)]
+        assert await check(svc, 5, from_list=True) == [
+            f"Alice noted fact number {i}" for i in (9, 8, 7, 6, 5)
+        ]
+        await check(svc, 6, from_list=True)
+        await check(svc, 7, from_list=False)  # past the list: every record
+        await svc.update(contract.KEY, added[1].id, "Alice noted fact number one, again")
+        assert (await check(svc, 3, from_list=True))[0] == "Alice noted fact number one, again"
+        for entry in await svc.read(contract.KEY, 3):
+            await svc.delete(contract.KEY, entry.id)
+        await check(svc, 3, from_list=True)  # three listed are left
+        await check(svc, 4, from_list=False)
+        other = MemoryService(await make_store(dimension=384), embedder=HashEmbedder(), limit=0)
+        async with other:
+            await other.add(contract.KEY, "Bob wrote this from another process")
+        assert (await check(svc, 2, from_list=True))[0] == "Bob wrote this from another process"
+    reopened = MemoryService(await make_store(dimension=384), embedder=HashEmbedder(), limit=0)
+    async with reopened:
+        assert [e.id for e in await reopened.read(contract.KEY, 3)] == [
+            e.id for e in (await store.list(contract.KEY))[:3]
+        ]

@@ -90,3 +90,34 @@ def test_long_terms_are_stored_shortened_and_distinct() -> None:
     a, b = "k:" + "x" * 300, "k:" + "x" * 299 + "y"
     assert len(term_key(a)) <= MAX_TERM and len(term_key(b)) <= MAX_TERM
     assert term_key(a) != term_key(b) and term_key("k:cat") == "k:cat"
+
+
+async def test_a_table_made_before_the_newest_first_index_gets_it_on_open(harness) -> None:
+    """``read`` walks an index in its own order (_sql_schema.newest_index); a table
+    made before that index gets it when opened, and reads return what they did."""
+    from backends._sql_schema import newest_index
+
+    svc = MemoryService(harness.make_store())
+    for text in TEXTS:
+        await svc.add(KEY, text)
+    store = svc.store
+    before = [e.id for e in await svc.read(KEY, 2)]
+    index = newest_index(store.table)
+
+    def names(sync_conn: sa.Connection) -> set[str]:
+        t = store.table
+        return {i["name"] for i in sa.inspect(sync_conn).get_indexes(t.name, schema=t.schema)}
+
+    async with store.engine.begin() as conn:
+        assert index.name in await conn.run_sync(names)
+        await conn.run_sync(index.drop)  # what a table of the previous version has
+    await svc.close()
+
+    reopened = MemoryService(harness.make_store())
+    try:
+        await reopened.open()
+        async with reopened.store.engine.connect() as conn:
+            assert index.name in await conn.run_sync(names)
+        assert [e.id for e in await reopened.read(KEY, 2)] == before
+    finally:
+        await reopened.close()
