@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from backends import create
 from backends.mysql import MySQLTarget, lock_table_name
@@ -459,6 +460,23 @@ async def test_postgres_tables_can_live_in_their_own_schema(tmp_path: Path) -> N
             assert await svc.read(KEY) == []  # the default schema has its own table
     finally:
         await _drop_tables("postgres", options["dsn"], [f"{schema}.{options['table']}"], schema=schema)
+
+
+async def test_postgres_plans_each_query_for_the_table_as_it_is_now(tmp_path: Path) -> None:
+    """The server keeps no prepared plan of memchat's queries: one kept from when the
+    table was empty (a sequential scan) served every later lookup by key as the table
+    grew, wherever nothing analyzed it (autovacuum off): a 100k fill took over 30 min."""
+    options = HARNESSES["postgres"](tmp_path).options
+    store = create("postgres", **options)
+    async with MemoryService(store) as svc:
+        added = await svc.add(KEY, "a memory looked up by key again and again")
+        t = store.table
+        lookup = sa.select(t.c.memory).where(t.c.memory_id == added.id)
+        async with store.engine.connect() as conn:
+            for _ in range(8):  # psycopg prepares a query on its fifth run unless told not to
+                assert (await conn.execute(lookup)).scalar() == added.memory.text
+            held = (await conn.execute(sa.text("SELECT count(*) FROM pg_prepared_statements"))).scalar()
+        assert held == 0
 
 
 async def test_a_missing_database_is_created_when_the_account_may(server_options) -> None:
