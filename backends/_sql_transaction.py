@@ -54,6 +54,11 @@ class SQLTransaction:
         #: entry it replaces, which the section has usually just read.
         self._known: dict[str, Entry | None] = {}
 
+    @property
+    def rows_touched(self) -> int:
+        """The memories this section read or wrote."""
+        return len(self._known)
+
     def _wrote(self, versions: tuple[tuple[int, int], tuple[int, int]] | None) -> None:
         if versions is None:  # no cached matrix to bring along: the versions were not read
             self._matrix_unknowable = True

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import getpass
+import logging
 import math
 import os
 import re
@@ -35,6 +36,7 @@ from psycopg import sql as pg_sql
 from psycopg.conninfo import conninfo_to_dict
 from sqlalchemy.dialects.postgresql import BYTEA, JSONB
 from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from memchat.engine.model import BackendError, ConfigError, UserKey
@@ -45,6 +47,10 @@ from .base import abort_socket
 from .sql import lock_key, validate_table_name
 
 ENV_DSN = "POSTGRES_DSN"
+#: Rows a process writes before it analyzes the tables again (or a tenth of them, if more).
+ANALYZE_AFTER = 1000
+
+log = logging.getLogger(__name__)
 DEFAULT_HOST = "localhost"
 DEFAULT_PORT = 5432
 DEFAULT_USER = "postgres"
@@ -282,6 +288,9 @@ class PostgresStore(ServerSQLStore):
         #: The schema the table really lives in (``current_schema()`` when none
         #: is given), so every store on one table takes the same locks.
         self._lock_schema = self.schema or ""
+        #: Rows this process wrote since its last ANALYZE, and the table's rows then.
+        self._written_since_analyze = 0
+        self._analyzed_rows = 0
 
     def _json_type(self) -> sa.types.TypeEngine:
         return JSONB()
@@ -361,6 +370,51 @@ class PostgresStore(ServerSQLStore):
             await conn.run_sync(self.metadata.create_all, checkfirst=True)
             await self._ensure_embedding_column(conn)
             await self._ensure_newest_index(conn)
+        rows = await self._planner_rows()
+        if rows is None or rows < 0:  # never analyzed (nothing runs autovacuum here)
+            await self._analyze()
+        else:
+            self._analyzed_rows = rows
+
+    # -- planner statistics ---------------------------------------------------
+
+    async def _after_section(self, rows: int) -> None:
+        """Analyze the tables once this process has written a tenth of what they held
+        at the last analysis (at least ``ANALYZE_AFTER`` rows), as autovacuum does
+        where it runs: without statistics the planner reads a lookup of a few memories
+        by ID as a scan of every memory of the user (111 ms against 0.06 ms at 100k)."""
+        self._written_since_analyze += rows
+        if self._written_since_analyze >= max(ANALYZE_AFTER, self._analyzed_rows // 10):
+            await self._analyze()
+
+    async def _planner_rows(self) -> int | None:
+        """The memories table's row count as the planner knows it (-1: never analyzed)."""
+        name = self.engine.dialect.identifier_preparer.format_table(self.table)
+        try:
+            async with self.engine.connect() as conn:
+                found = await conn.execute(
+                    sa.text("SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(:name)"),
+                    {"name": name},
+                )
+                value = found.scalar()
+        except SQLAlchemyError:
+            return None
+        return None if value is None else int(value)
+
+    async def _analyze(self) -> None:
+        """ANALYZE the store's tables; a failure (not the tables' owner, a busy server)
+        only leaves the planner as it was."""
+        self._written_since_analyze = 0
+        tables = [self.table, self.keyword_index.terms, self.keyword_index.stats]
+        names = ", ".join(self.engine.dialect.identifier_preparer.format_table(t) for t in tables)
+        try:
+            async with self.engine.connect() as conn:
+                await conn.execute(sa.text(f"ANALYZE {names}"))
+                await conn.commit()
+        except SQLAlchemyError as exc:
+            log.debug("ANALYZE of %s failed: %s", names, exc)
+            return
+        self._analyzed_rows = max(await self._planner_rows() or 0, 0)
 
     @staticmethod
     async def _advisory_lock(conn: AsyncConnection, *parts: str) -> None:

@@ -203,7 +203,13 @@ class SQLStore(SQLTables):
 
         result = await self._in_write_transaction("writing", section)
         attempts[-1].advance_matrix()  # the attempt that committed
+        await self._after_section(attempts[-1].rows_touched)
         return result
+
+    async def _after_section(self, rows: int) -> None:
+        """A write section that touched ``rows`` rows committed (PostgreSQL keeps its
+        planner's statistics with this)."""
+        return None
 
     def _matrix_signature(self, version: tuple[int, int]) -> tuple[Any, ...]:
         return (self.dimension, "version", *version)
