@@ -43,7 +43,8 @@ def load(paths: list[Path]) -> dict[str, dict[int, dict[str, float]]]:
             if "error" in row:
                 continue
             figures = {mode: float(row[mode][1]) for mode, _, _ in PANELS if row.get(mode)}
-            curves.setdefault(row["backend"], {})[int(row["size"])] = figures
+            if figures:  # a run without searches (--skip-search) draws nothing
+                curves.setdefault(row["backend"], {})[int(row["size"])] = figures
     return curves
 
 
