@@ -49,6 +49,7 @@ class ChromaSearch:
         progress: ProgressCallback | None
 
         async def _call(self, action: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
+        async def _read_call(self, action: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
         async def _ready(self) -> Any: ...
         async def record_ids(self, where: dict[str, Any]) -> builtins.list[str]: ...
         async def users(self) -> builtins.list[UserKey]: ...
@@ -66,7 +67,7 @@ class ChromaSearch:
         """The user's index statistics when they can be trusted, else None."""
         if not self._index_ready or self._index is None:
             return None
-        stats = await self._call("reading", self._index.stats, key)
+        stats = await self._read_call("reading", self._index.stats, key)
         if stats is None:
             return EMPTY  # no memory written yet
         return None if stats.dirty else stats
@@ -79,10 +80,10 @@ class ChromaSearch:
             return
         collection = await self._ready()
         if await self.read_meta(INDEX_META) == index_version():
-            every = await self._call("reading the keyword index", index.every_stats)
+            every = await self._read_call("reading the keyword index", index.every_stats)
             # A writer that does not keep the index (an older memchat) adding or
             # removing records makes the counts differ.
-            total = await self._call("counting", collection.count)
+            total = await self._read_call("counting", collection.count)
             if sum(s.records for s in every.values()) == total and not any(s.dirty for s in every.values()):
                 self._index_ready = True
                 return
@@ -136,7 +137,7 @@ class ChromaSearch:
         if not self._index_ready or index is None:
             return await self.list(key), None
         terms = list(dict.fromkeys(terms))
-        stats, postings = await self._call("searching", index.read, key, terms)
+        stats, postings = await self._read_call("searching", index.read, key, terms)
         if stats is not None and stats.dirty:
             return await self.list(key), None
         ids, found = ranker(stats, postings).lookup(space, terms, planner)
@@ -166,7 +167,7 @@ class ChromaSearch:
                 return read
 
             cached = dict(cached) if version is None else cached
-            cached.update(await self._call("reading", fetch))
+            cached.update(await self._read_call("reading", fetch))
         return [entry for rid in ids if (entry := cached.get(rid)) is not None and not entry.is_deleted]
 
     async def _newest(self, key: UserKey, limit: int) -> builtins.list[Entry] | None:
@@ -205,7 +206,7 @@ class ChromaSearch:
         # rank the user's vectors exactly instead.
         wanted = max(k * OVERFETCH, k)
         found, stats = await asyncio.gather(
-            self._call(
+            self._read_call(
                 "searching",
                 collection.query,
                 query_embeddings=[query],
@@ -234,7 +235,7 @@ class ChromaSearch:
     ) -> builtins.list[Entry]:
         import numpy as np
 
-        records = await self._call(
+        records = await self._read_call(
             "searching",
             collection.get,
             where=user_filter(key, active=True, embedded=True),

@@ -53,11 +53,8 @@ class SQLTransaction:
         #: Rows as this section knows them (read, or written by it): a put needs the
         #: entry it replaces, which the section has usually just read.
         self._known: dict[str, Entry | None] = {}
-
-    @property
-    def rows_touched(self) -> int:
-        """The memories this section read or wrote."""
-        return len(self._known)
+        #: Rows this section wrote or removed (PostgreSQL keeps its planner's statistics with it).
+        self.rows_written = 0
 
     def _wrote(self, versions: tuple[tuple[int, int], tuple[int, int]] | None) -> None:
         if versions is None:  # no cached matrix to bring along: the versions were not read
@@ -110,6 +107,7 @@ class SQLTransaction:
         old = await self.get(entry.id)
         await self._conn.execute(store._upsert(row))
         self._known[entry.id] = entry
+        self.rows_written += 1
         self._wrote(
             await store.keyword_index.replace(
                 self._conn, self._key, entry.id, old, entry, versions=self._key in store._matrices
@@ -133,6 +131,7 @@ class SQLTransaction:
         old = await self.get(memory_id)
         await self._conn.execute(sa.delete(t).where(store._scope(self._key), t.c.memory_id == memory_id))
         self._known[memory_id] = None
+        self.rows_written += 1
         self._wrote(
             await store.keyword_index.replace(
                 self._conn, self._key, memory_id, old, None, versions=self._key in store._matrices

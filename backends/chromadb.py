@@ -114,10 +114,6 @@ OPEN_TIMEOUT_S = 60.0
 RACED_REMOVAL = "Error finding id"
 #: How often such a read is asked in all.
 READ_ATTEMPTS = 3
-#: The actions of ``ChromaStore._call`` that only read (only they are asked again).
-READ_ACTIONS = frozenset(
-    {"searching", "reading", "counting", "reading the keyword index", "reading the vectors", "verifying"}
-)
 
 
 class ChromaStore(ChromaSearch):
@@ -231,10 +227,18 @@ class ChromaStore(ChromaSearch):
         return BackendError(redact(message, self._secrets))
 
     async def _call(self, action: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run a Chroma client call in a worker thread; errors become BackendError.
-        A read that raced another writer's removal of a record it matched is asked
-        again (``RACED_REMOVAL``)."""
-        for attempt in range(READ_ATTEMPTS):
+        """Run a Chroma client call in a worker thread; errors become BackendError."""
+        return await self._attempts(1, action, fn, *args, **kwargs)
+
+    async def _read_call(self, action: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``_call`` for a call that only reads: one that raced another writer's removal
+        of a record it matched is asked again (``RACED_REMOVAL``)."""
+        return await self._attempts(READ_ATTEMPTS, action, fn, *args, **kwargs)
+
+    async def _attempts(
+        self, attempts: int, action: str, fn: Callable[..., T], *args: Any, **kwargs: Any
+    ) -> T:
+        for attempt in range(attempts):
             try:
                 return await asyncio.to_thread(fn, *args, **kwargs)
             except BackendError:
@@ -244,7 +248,7 @@ class ChromaStore(ChromaSearch):
                 self._collection = None
                 raise self._error(action, exc) from exc
             except Exception as exc:  # the client raises ValueError, httpx and Chroma errors alike
-                if action in READ_ACTIONS and RACED_REMOVAL in str(exc) and attempt + 1 < READ_ATTEMPTS:
+                if RACED_REMOVAL in str(exc) and attempt + 1 < attempts:
                     await asyncio.sleep(0.01 * (attempt + 1))
                     continue
                 raise self._error(action, exc) from exc
@@ -344,14 +348,14 @@ class ChromaStore(ChromaSearch):
                     return list(found.values())
                 offset += PAGE_SIZE
 
-        return await self._call("reading", fetch)
+        return await self._read_call("reading", fetch)
 
     async def record_ids(self, where: dict[str, Any]) -> list[str]:
         return [rid for rid, _, _ in await self._records(where, [])]
 
     async def get(self, key: UserKey, memory_id: str) -> Entry | None:
         collection = await self._ready()
-        found = await self._call(
+        found = await self._read_call(
             "reading",
             collection.get,
             ids=[record_id(key, memory_id)],
@@ -459,7 +463,7 @@ class ChromaStore(ChromaSearch):
     async def _verify(self, writes: Mapping[str, PendingWrite], removals: Iterable[str]) -> None:
         removals = list(removals)
         collection = await self._ready()
-        found = await self._call(
+        found = await self._read_call(
             "verifying", collection.get, ids=[*writes, *removals], include=["documents", "metadatas"]
         )
         seen = {
@@ -506,7 +510,7 @@ class ChromaStore(ChromaSearch):
                         found[by_record[rid]] = [float(x) for x in vector]
             return found
 
-        return await self._call("reading the vectors", fetch)
+        return await self._read_call("reading the vectors", fetch)
 
     # -- embedder bookkeeping (memchat.engine.vectors) ------------------------
 
@@ -569,7 +573,7 @@ class ChromaStore(ChromaSearch):
         active = await self.record_ids(user_filter(key, active=True))
         if deleted_at is None:
             await self._call("clearing", collection.delete, where=user_filter(key, active=False))
-            left = await self._call(
+            left = await self._read_call(
                 "verifying", collection.get, where=user_filter(key, active=False), limit=1, include=[]
             )
             if left["ids"]:
@@ -582,7 +586,7 @@ class ChromaStore(ChromaSearch):
             # Metadata only: update merges it into each record, text and embedding stay.
             await self._call("clearing", collection.update, ids=list(batch), metadatas=[stamp] * len(batch))
         for batch in chunks(active, PAGE_SIZE):
-            found = await self._call("verifying", collection.get, ids=list(batch), include=["metadatas"])
+            found = await self._read_call("verifying", collection.get, ids=list(batch), include=["metadatas"])
             if len(found["ids"]) != len(batch) or any(
                 (m or {}).get("deleted_at_us") != stamp["deleted_at_us"] for m in found["metadatas"]
             ):

@@ -420,9 +420,7 @@ class MySQLStore(ServerSQLStore):
                     f"`{self.table.name}` by hand"
                 )
             try:
-                await conn.run_sync(self.metadata.create_all, checkfirst=True)
-                await self._ensure_embedding_column(conn)  # DDL: commits by itself
-                await self._ensure_newest_index(conn)
+                await self._create_tables(conn)  # DDL: commits by itself
                 await conn.commit()
             finally:
                 await conn.execute(sa.text("SELECT RELEASE_LOCK(:name)"), {"name": lock_name})

@@ -89,7 +89,21 @@ class SQLStore(SQLTables):
     async def _create_schema(self) -> None:
         """Create the tables (and indexes) if missing; safe to race with other processes."""
         async with self._write_engine.begin() as conn:
-            await conn.run_sync(self.metadata.create_all, checkfirst=True)
+            await self._create_tables(conn)
+
+    async def _create_tables(self, conn: AsyncConnection) -> None:
+        """Create the tables that are missing, and bring a memories table made by an
+        older memchat up to date (its vectors' column, read's index). A table this
+        call made already has both, so only an existing one is inspected. Call it
+        where table creation is serialised against other processes."""
+        t = self.table
+
+        def create(sync_conn: sa.Connection) -> bool:
+            existed = sa.inspect(sync_conn).has_table(t.name, schema=t.schema)
+            self.metadata.create_all(sync_conn, checkfirst=True)
+            return existed
+
+        if await conn.run_sync(create):
             await self._ensure_embedding_column(conn)
             await self._ensure_newest_index(conn)
 
@@ -203,12 +217,12 @@ class SQLStore(SQLTables):
 
         result = await self._in_write_transaction("writing", section)
         attempts[-1].advance_matrix()  # the attempt that committed
-        await self._after_section(attempts[-1].rows_touched)
+        self._after_section(attempts[-1].rows_written)
         return result
 
-    async def _after_section(self, rows: int) -> None:
-        """A write section that touched ``rows`` rows committed (PostgreSQL keeps its
-        planner's statistics with this)."""
+    def _after_section(self, rows: int) -> None:
+        """A write section that wrote or removed ``rows`` rows committed (PostgreSQL
+        keeps its planner's statistics with this)."""
         return None
 
     def _matrix_signature(self, version: tuple[int, int]) -> tuple[Any, ...]:
@@ -238,13 +252,14 @@ class SQLStore(SQLTables):
             active = await tx.count_active()
             await self.keyword_index.clear(conn, key)
             if deleted_at is None:
-                await conn.execute(sa.delete(t).where(self._scope(key)))
+                done = await conn.execute(sa.delete(t).where(self._scope(key)))
             else:
-                await conn.execute(
+                done = await conn.execute(
                     sa.update(t)
                     .where(self._scope(key), t.c.deleted_at.is_(None))
                     .values(deleted_at=to_micros(deleted_at))
                 )
+            tx.rows_written += max(done.rowcount, 0)
             await self.write_vector(
                 conn, key, VectorChange("remove_user" if deleted_at is None else "tombstone_user")
             )

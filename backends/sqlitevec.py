@@ -157,8 +157,7 @@ class SQLiteVecStore(SQLiteStore):
 
     async def _create_schema(self) -> None:
         async with self._write_engine.begin() as conn:
-            await conn.run_sync(self.metadata.create_all, checkfirst=True)
-            await self._ensure_newest_index(conn)
+            await self._create_tables(conn)
             row = (
                 await conn.exec_driver_sql(
                     "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (self._vec_name,)

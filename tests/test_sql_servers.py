@@ -483,7 +483,8 @@ async def test_postgres_analyzes_its_tables_as_they_grow(tmp_path: Path, monkeyp
     """Without planner statistics (a server with autovacuum off) PostgreSQL reads a
     lookup of a few memories by ID as a scan of every memory of the user (111 ms at
     100k, 0.06 ms once analyzed): the store analyzes its tables when it opens them
-    unanalyzed and whenever it has written a tenth of them (ANALYZE_AFTER at least)."""
+    unanalyzed with rows in them, and whenever it has written a tenth of them
+    (ANALYZE_AFTER at least), beside the writes."""
     from backends import postgres
 
     monkeypatch.setattr(postgres, "ANALYZE_AFTER", 30)
@@ -491,19 +492,42 @@ async def test_postgres_analyzes_its_tables_as_they_grow(tmp_path: Path, monkeyp
     store = create("postgres", **options)
 
     async with MemoryService(store) as svc:
-        # Analyzed on open: the planner knows the table is empty (-1: never analyzed).
-        assert await store._planner_rows() == 0
+        # An empty table is not analyzed on open: there is nothing to learn (-1: never analyzed).
+        assert await store._planner_rows() == -1
         for i in range(10):
             await svc.add(KEY, f"memory number {i} of a growing table")
-        assert await store._planner_rows() == 0  # ten rows written: not yet
+        await store._analysis_done()
+        assert await store._planner_rows() == -1  # ten rows written: not yet
         entry = (await svc.read(KEY, 1))[0]
 
         async def many(tx: Any) -> None:
+            await tx.get(entry.id)  # reads are not writes
             for i in range(40):
                 await tx.put(replace(entry, id=f"{i:064x}"))
 
         await store.atomic(KEY, many)
+        await store._analysis_done()
         assert await store._planner_rows() == 50
+        # Reads alone never trigger an analysis.
+        for _ in range(40):
+            await svc.read(KEY, 5)
+        await store._analysis_done()
+        assert store._analysis is None and await store._planner_rows() == 50
+
+    # A table filled by a process that never analyzed it is analyzed on open.
+    monkeypatch.setattr(postgres, "ANALYZE_AFTER", 10**9)
+    options = {**options, "table": f"{options['table']}_unanalyzed"}
+    try:
+        filler = create("postgres", **options)
+        async with MemoryService(filler) as svc:
+            for i in range(12):
+                await svc.add(KEY, f"memory number {i} of a table nobody analyzed")
+            assert await filler._planner_rows() == -1
+        reopened = create("postgres", **options)
+        async with MemoryService(reopened):
+            assert await reopened._planner_rows() == 12
+    finally:
+        await _drop_tables("postgres", options["dsn"], [options["table"]])
 
 
 async def test_a_missing_database_is_created_when_the_account_may(server_options) -> None:
