@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from memchat.engine.model import Entry, UserKey
+from memchat.engine.products import matrix_times_vector
 from memchat.engine.search.index import KeywordStats
 from memchat.engine.vectors import IndexingProgress, ProgressCallback, report_progress
 
@@ -246,7 +247,7 @@ class ChromaSearch:
         matrix = np.asarray(records["embeddings"], dtype=np.float32)
         q = np.asarray(query, dtype=np.float32)
         norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(q) or 1.0)
-        scores = (matrix @ q) / np.where(norms == 0, 1.0, norms)
+        scores = matrix_times_vector(matrix, q) / np.where(norms == 0, 1.0, norms)
         entries = [
             record_entry(document, meta).with_score(float(score))
             for document, meta, score in zip(records["documents"], records["metadatas"], scores, strict=True)

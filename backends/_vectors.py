@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from memchat.engine.products import matrix_times_vector
+
 #: Users whose matrices are kept in memory per store (LRU).
 MATRIX_CACHE_USERS = 8
 
@@ -88,7 +90,7 @@ class UserMatrix:
         """The ``k`` best (id, cosine) pairs, best first."""
         if not self.ids or k <= 0:
             return []
-        sims = self.matrix @ query
+        sims = matrix_times_vector(self.matrix, query)
         ids = self.ids
         k = min(int(k), len(ids))
         if k < len(ids):

@@ -31,6 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..products import rows_times_rows
+
 __all__ = [
     "CALIBRATIONS",
     "UNCALIBRATED",
@@ -119,7 +121,7 @@ def token_similarity(query_tokens: Any, memory_tokens: Any) -> float:
     (a :class:`TokenMatch`, which :func:`weighted_piece_means` re-weights)."""
     if query_tokens is None or memory_tokens is None or not len(query_tokens) or not len(memory_tokens):
         return 0.0
-    best = (query_tokens @ memory_tokens.T).max(axis=1)
+    best = rows_times_rows(query_tokens, memory_tokens).max(axis=1)
     return TokenMatch(float(best.mean()), best)
 
 
@@ -132,7 +134,7 @@ def token_similarities(query_tokens: Any, memories_tokens: Sequence[Any]) -> lis
     if query_tokens is None or not len(query_tokens) or not any(sizes):
         return [token_similarity(query_tokens, m) for m in memories_tokens]
     stacked = np.concatenate([m for m, n in zip(memories_tokens, sizes, strict=True) if n])
-    cosines = query_tokens @ stacked.T  # (query pieces, all memory pieces)
+    cosines = rows_times_rows(query_tokens, stacked)  # (query pieces, all memory pieces)
     starts = np.cumsum([0, *(n for n in sizes if n)])[:-1]
     best = np.maximum.reduceat(cosines, starts, axis=1)  # per memory: (query pieces,)
     out: list[float] = []

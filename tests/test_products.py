@@ -1,0 +1,30 @@
+"""The engine's small products bypass BLAS's threads (memchat/engine/products.py)
+and must give what ``@`` gives, on both sides of the size where BLAS takes over."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from memchat.engine import products
+
+
+@pytest.mark.parametrize("blas_from", [products.BLAS_FROM, 1])
+def test_products_equal_matmul(monkeypatch, blas_from: int) -> None:
+    monkeypatch.setattr(products, "BLAS_FROM", blas_from)
+    rng = np.random.default_rng(7)
+    matrix = rng.standard_normal((1000, 384)).astype(np.float32)
+    vector = rng.standard_normal(384).astype(np.float32)
+    pieces = rng.standard_normal((9, 384)).astype(np.float32)
+    got = products.matrix_times_vector(matrix, vector)
+    assert got.shape == (1000,) and got.dtype == np.float32
+    np.testing.assert_allclose(got, matrix @ vector, rtol=1e-4, atol=1e-4)
+    both = products.rows_times_rows(pieces, matrix)
+    assert both.shape == (9, 1000) and both.dtype == np.float32
+    np.testing.assert_allclose(both, pieces @ matrix.T, rtol=1e-4, atol=1e-4)
+
+
+def test_empty_operands_give_empty_products() -> None:
+    empty = np.zeros((0, 384), dtype=np.float32)
+    assert products.matrix_times_vector(empty, np.ones(384, dtype=np.float32)).shape == (0,)
+    assert products.rows_times_rows(np.ones((3, 384), dtype=np.float32), empty).shape == (3, 0)
