@@ -24,11 +24,13 @@ from memchat.engine.vectors import IndexingProgress, ProgressCallback, report_pr
 from . import _chroma_newest as newest_list
 from ._chroma_index import EMPTY, INDEX_META, ChromaKeywordIndex, UserStats, index_version, ranker
 from ._chroma_records import DENSE_KEY, chunks, dense_filter, dense_tag, record_entry, record_id, user_filter
+from ._vectors import check_query
 
 if TYPE_CHECKING:
     from memchat.engine.search.candidates import KeywordPlanner
 
     from ._chroma_entries import EntryCache
+    from ._chroma_matrix import ChromaMatrices
     from ._chroma_transaction import ChromaTransaction
 
 T = TypeVar("T")
@@ -47,6 +49,8 @@ class ChromaSearch:
         _index: ChromaKeywordIndex | None
         _index_ready: bool
         _entries: EntryCache
+        _matrices: ChromaMatrices
+        dimension: int
         progress: ProgressCallback | None
 
         async def _call(self, action: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
@@ -197,39 +201,75 @@ class ChromaSearch:
 
     async def vector_candidates(self, key: UserKey, vector: Sequence[float], k: int) -> builtins.list[Entry]:
         """Up to ``k`` of the user's active memories nearest to ``vector``,
-        best first, ``score`` = 1 − cosine distance (not clamped)."""
+        best first, ``score`` = cosine similarity: exact from the matrix this
+        process keeps while it is at the user's index version
+        (backends/_chroma_matrix.py), else from Chroma's HNSW index."""
         if k <= 0:
             return []
         query = self.check_vector(vector)
         collection = await self._ready()
-        # Chroma's filtered HNSW search is approximate: ask for more than k and
-        # keep the k nearest, and if it still returns fewer than the user has,
-        # rank the user's vectors exactly instead.
-        wanted = max(k * OVERFETCH, k)
-        found, stats = await asyncio.gather(
-            self._read_call(
+        stats: UserStats | None
+        if self._matrices.known(key):  # the version says whether the matrix is current
+            stats = await self._user_stats(key)
+            matrix = self._matrices.at(key, stats.version) if stats is not None else None
+            if matrix is not None and stats is not None:
+                scores = matrix.reaching(check_query(query, self.dimension), k)
+                return await self._nearest(key, stats, scores, k)
+            found = await self._read_call(
                 "searching",
                 collection.query,
                 query_embeddings=[query],
-                n_results=wanted,
+                n_results=max(k * OVERFETCH, k),
                 where=dense_filter(key),
                 include=["distances"],
-            ),
-            self._user_stats(key),
-        )
+            )
+        else:
+            found, stats = await asyncio.gather(
+                self._read_call(
+                    "searching",
+                    collection.query,
+                    query_embeddings=[query],
+                    n_results=max(k * OVERFETCH, k),
+                    where=dense_filter(key),
+                    include=["distances"],
+                ),
+                self._user_stats(key),
+            )
+        if stats is not None and stats.version:
+            self._matrices.read_later(key, self._user_vectors)
+        # Chroma's filtered HNSW search is approximate: it was asked for more than k;
+        # if it still returned fewer than the user has, rank the user's vectors exactly.
         scores = {rid: 1.0 - float(d) for rid, d in zip(found["ids"][0], found["distances"][0], strict=True)}
-        # Fewer than asked for while the user has more: the filter starved the search.
-        if len(scores) < wanted:
+        if len(scores) < max(k * OVERFETCH, k):  # the filter starved the search
             active = stats.active if stats is not None else await self.count(key)
             if len(scores) < active:
                 return (await self._exact_candidates(collection, key, query))[:k]
-        # Only the k nearest (and any tied with the k-th) are read: ties go by memory ID.
-        if len(scores) > k:
+        if len(scores) > k:  # only the k nearest (and any tied with the k-th) are read
             kth = sorted(scores.values(), reverse=True)[k - 1]
             scores = {rid: score for rid, score in scores.items() if score >= kth}
+        return await self._nearest(key, stats, scores, k)
+
+    async def _nearest(
+        self, key: UserKey, stats: UserStats | None, scores: dict[str, float], k: int
+    ) -> builtins.list[Entry]:
+        """The entries of ``scores`` (record ID → cosine), best first, ties by memory ID."""
         entries = await self._active_entries(key, stats.version if stats else None, list(scores))
         ranked = [entry.with_score(scores[record_id(key, entry.id)]) for entry in entries]
         return sorted(ranked, key=lambda e: (-e.score, e.id))[:k]
+
+    async def _user_vectors(self, key: UserKey) -> tuple[str, dict[str, Sequence[float]], str] | None:
+        """(index version, record ID → vector of every active embedded record, version
+        after the read): the background read of backends/_chroma_matrix.py."""
+        before = await self._user_stats(key)
+        if before is None or not before.version:
+            return None
+        collection = await self._ready()
+        found = await self._read_call(
+            "reading the vectors", collection.get, where=dense_filter(key), include=["embeddings"]
+        )
+        after = await self._user_stats(key)
+        vectors = dict(zip(found["ids"], found["embeddings"], strict=True))
+        return before.version, vectors, after.version if after is not None else ""
 
     async def _exact_candidates(
         self, collection: Any, key: UserKey, query: Sequence[float]

@@ -105,6 +105,19 @@ class UserMatrix:
         best.sort(key=lambda i: (-sims[i], ids[i]))
         return [(ids[i], float(sims[i])) for i in best]
 
+    def reaching(self, query: np.ndarray, k: int) -> dict[str, float]:
+        """ID → cosine of the ``k`` best and of every row tied with the k-th (the
+        caller breaks those ties by something the rows do not hold)."""
+        if not self.ids or k <= 0:
+            return {}
+        sims = matrix_times_vector(self.matrix, query)
+        if k < len(self.ids):
+            kth = sims[np.argpartition(-sims, k - 1)[:k]].min()
+            rows = np.flatnonzero(sims >= kth)
+        else:
+            rows = np.arange(len(self.ids))
+        return {self.ids[i]: float(sims[i]) for i in rows.tolist()}
+
 
 def _normalised(matrix: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)

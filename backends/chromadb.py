@@ -78,6 +78,7 @@ from ._chroma_client import (
 )
 from ._chroma_entries import EntryCache
 from ._chroma_index import ChromaKeywordIndex, IndexPlan, index_collection_name, new_token, record_of
+from ._chroma_matrix import ChromaMatrices
 from ._chroma_records import (
     DENSE_KEY,
     MARK_META,
@@ -205,6 +206,8 @@ class ChromaStore(ChromaSearch):
         self._index: ChromaKeywordIndex | None = None
         self._index_ready = False
         self._entries = EntryCache()
+        #: Searched users' vectors, for exact nearest neighbours (backends/_chroma_matrix.py).
+        self._matrices = ChromaMatrices(self.dimension)
         #: Told how far building the keyword index on open has got.
         self.progress: ProgressCallback | None = None
 
@@ -300,12 +303,14 @@ class ChromaStore(ChromaSearch):
         )
         self._index, self._index_ready = ChromaKeywordIndex(index), False
         self._entries.clear()
+        self._matrices.clear()
         self._collection = collection
 
     async def close(self) -> None:
         client, self._client, self._collection = self._client, None, None
         self._index, self._index_ready = None, False
         self._entries.clear()
+        await self._matrices.close()
         if client is not None and hasattr(client, "close"):
             # Closing releases a shared cache entry; a failure leaves nothing to save.
             with contextlib.suppress(Exception):
@@ -413,8 +418,11 @@ class ChromaStore(ChromaSearch):
                 self._call("writing", index.mark, key, token),
             )
         ids, embeddings, documents, metadatas = [], [], [], []
+        searchable: set[str] = set()  # the records the dense filter finds after the write
         for rid, write in writes.items():
             vector = write.vector if write.vector is not None else stored.get(rid)
+            if vector is not None and write.entry.deleted_at is None:
+                searchable.add(rid)
             ids.append(rid)
             embeddings.append(vector if vector is not None else self._placeholder())
             documents.append(write.entry.memory.text)
@@ -458,7 +466,10 @@ class ChromaStore(ChromaSearch):
         if isinstance(version, BaseException):
             raise version
         written = {record_id(key, mid): (w.entry if w else None) for mid, w in pending.items()}
-        self._entries.carry(key, taken, plan.before.version if plan.before else "", version, written)
+        was = plan.before.version if plan.before else ""
+        self._entries.carry(key, taken, was, version, written)
+        upserts = {rid: vector for rid, vector in zip(ids, embeddings, strict=True) if rid in searchable}
+        self._matrices.carry(key, was, version, upserts, set(written) - upserts.keys())
 
     async def _verify(self, writes: Mapping[str, PendingWrite], removals: Iterable[str]) -> None:
         removals = list(removals)
@@ -531,6 +542,7 @@ class ChromaStore(ChromaSearch):
     async def clear_vectors(self) -> None:
         """Mark every stored embedding stale (``has_embedding`` false): the embedder changed."""
         collection = await self._ready()
+        self._matrices.clear()
         ids = await self.record_ids({"has_embedding": True})
         stale = {"has_embedding": False, DENSE_KEY: None}
         for batch in chunks(ids, PAGE_SIZE):
@@ -560,6 +572,7 @@ class ChromaStore(ChromaSearch):
         async with bounded_lock(self._user_lock(key), self.timeout, "this user's other writes"):
             index = self._index if self._index_ready else None
             self._entries.drop(key)
+            self._matrices.drop(key)
             if index is not None:
                 await self._call("writing", index.mark, key, new_token())
             cleared = await self._clear(collection, key, deleted_at)

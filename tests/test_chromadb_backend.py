@@ -644,3 +644,85 @@ async def test_reading_the_newest_reads_only_them_in_every_store_s_order(make_st
         assert [e.id for e in await reopened.read(contract.KEY, 3)] == [
             e.id for e in (await store.list(contract.KEY))[:3]
         ]
+
+
+# -- exact nearest neighbours from the kept matrix (backends/_chroma_matrix.py) -------
+
+
+async def test_searches_rank_exactly_from_the_kept_vectors_and_follow_every_write(make_store) -> None:
+    """After a user's first nearest-neighbour search the store reads the user's vectors
+    once, in the background, and then ranks exactly from them, without Chroma's filtered
+    HNSW query, while the user's index version holds: its own writes are carried over
+    without a read, another store object's write is seen at once."""
+    store = await make_store()
+    other = await make_store()
+    key = UserKey("app", "kept")
+    vectors = {f"m{i:02d}": contract.vec(1, i / 10, (i % 3) / 5, i % 2, 0.1) for i in range(30)}
+    await contract.put_all(
+        store,
+        key,
+        [(contract.entry(key, mid, f"memory {mid}", i), v) for i, (mid, v) in enumerate(vectors.items())],
+    )
+    collection = await store._ready()
+    calls: dict[str, int] = {"query": 0, "vectors read": 0}
+    real_query, real_get = collection.query, collection.get
+
+    def query(**kwargs: Any) -> Any:
+        calls["query"] += 1
+        return real_query(**kwargs)
+
+    def get(**kwargs: Any) -> Any:
+        calls["vectors read"] += "embeddings" in kwargs.get("include", []) and "where" in kwargs
+        return real_get(**kwargs)
+
+    collection.query, collection.get = query, get
+    q = contract.vec(1, 0.5, 0.2, 1, 0.1)
+
+    def exact(k: int) -> list[str]:
+        return sorted(vectors, key=lambda mid: (-round(contract.cosine(vectors[mid], q), 6), mid))[:k]
+
+    async def settled() -> None:
+        for _ in range(100):
+            stats = await store._user_stats(key)
+            if stats is not None and store._matrices.at(key, stats.version) is not None:
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError("the user's vectors were never kept")
+
+    assert contract.ids(await store.vector_candidates(key, q, 5)) == exact(5)  # the server answers
+    await settled()
+    assert calls == {"query": 1, "vectors read": 1}
+    for k in (1, 5, 30, 50):
+        found = await store.vector_candidates(key, q, k)
+        assert contract.ids(found) == exact(k)
+        assert [e.score for e in found] == pytest.approx(
+            [contract.cosine(vectors[m], q) for m in exact(k)], abs=1e-5
+        )
+    assert calls == {"query": 1, "vectors read": 1}
+
+    # This store's own writes: a new nearest memory, a removal, a tombstone, a new vector.
+    vectors["m99"] = q
+
+    async def own(tx: Any) -> None:
+        await tx.put(contract.entry(key, "m99", "memory m99", 99), q)
+        await tx.remove(exact(2)[1])
+        await tx.put(contract.entry(key, "m05", "memory m05", 5, deleted=True))
+        await tx.put(contract.entry(key, "m06", "memory m06", 6), contract.vec(0, 0, 0, 0, 1))
+
+    gone = exact(2)[1]
+    await store.atomic(key, own)
+    del vectors[gone], vectors["m05"]
+    vectors["m06"] = contract.vec(0, 0, 0, 0, 1)
+    assert contract.ids(await store.vector_candidates(key, q, 40)) == exact(40)
+    assert calls == {"query": 1, "vectors read": 1}
+
+    # Another store object's write: the version moved, so the server is asked again.
+    await contract.put_all(other, key, [(contract.entry(key, "m98", "memory m98", 98), q)])
+    vectors["m98"] = q
+    assert (
+        contract.ids(await store.vector_candidates(key, q, 3)) == exact(3)[:3] == ["m98", "m99", exact(3)[2]]
+    )
+    assert calls["query"] == 2
+    await settled()
+    assert contract.ids(await store.vector_candidates(key, q, 40)) == exact(40)
+    assert calls == {"query": 2, "vectors read": 2}
