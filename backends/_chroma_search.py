@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from memchat.engine.model import Entry, UserKey
@@ -208,6 +208,18 @@ class ChromaSearch:
             return []
         query = self.check_vector(vector)
         collection = await self._ready()
+        wanted = max(k * OVERFETCH, k)
+
+        def ask_the_server() -> Awaitable[Any]:
+            return self._read_call(
+                "searching",
+                collection.query,
+                query_embeddings=[query],
+                n_results=wanted,
+                where=dense_filter(key),
+                include=["distances"],
+            )
+
         stats: UserStats | None
         if self._matrices.known(key):  # the version says whether the matrix is current
             stats = await self._user_stats(key)
@@ -215,32 +227,15 @@ class ChromaSearch:
             if matrix is not None and stats is not None:
                 scores = matrix.reaching(check_query(query, self.dimension), k)
                 return await self._nearest(key, stats, scores, k)
-            found = await self._read_call(
-                "searching",
-                collection.query,
-                query_embeddings=[query],
-                n_results=max(k * OVERFETCH, k),
-                where=dense_filter(key),
-                include=["distances"],
-            )
+            found = await ask_the_server()
         else:
-            found, stats = await asyncio.gather(
-                self._read_call(
-                    "searching",
-                    collection.query,
-                    query_embeddings=[query],
-                    n_results=max(k * OVERFETCH, k),
-                    where=dense_filter(key),
-                    include=["distances"],
-                ),
-                self._user_stats(key),
-            )
+            found, stats = await asyncio.gather(ask_the_server(), self._user_stats(key))
         if stats is not None and stats.version:
             self._matrices.read_later(key, self._user_vectors)
         # Chroma's filtered HNSW search is approximate: it was asked for more than k;
         # if it still returned fewer than the user has, rank the user's vectors exactly.
         scores = {rid: 1.0 - float(d) for rid, d in zip(found["ids"][0], found["distances"][0], strict=True)}
-        if len(scores) < max(k * OVERFETCH, k):  # the filter starved the search
+        if len(scores) < wanted:  # the filter starved the search
             active = stats.active if stats is not None else await self.count(key)
             if len(scores) < active:
                 return (await self._exact_candidates(collection, key, query))[:k]
