@@ -7,13 +7,18 @@ postings of the query terms it has not read at that version; the ranking
 (``CandidatePlan.choose``) runs over numpy columns, as the in-memory store's.
 Postings read after the version was (same transaction) are at least that new,
 and no write leaves the version alone, so another process's write is seen at
-the next search.
+the next search. A write section of this process brings the user's postings
+from the version it started at to the one it committed, with the postings it
+removed and wrote (``PostingsCache.advance``): without that, every search after
+an add read again all postings of its terms (a common term's tens of thousands
+at 100k memories).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -22,6 +27,15 @@ import numpy as np
 POSTING_CACHE_USERS = 8
 #: Postings kept per user at most (a few MB); past it the user's record starts afresh.
 MAX_POSTINGS = 500_000
+
+
+@dataclass(frozen=True, slots=True)
+class PostingChange:
+    """One memory's postings (stored term → its four counts) before and after a write."""
+
+    memory_id: str
+    before: Mapping[str, Sequence[int]]
+    after: Mapping[str, Sequence[int]]
 
 
 class UserPostings:
@@ -51,6 +65,24 @@ class UserPostings:
         self.terms[term] = (found, np.asarray(counts, dtype=np.float64).reshape(len(memory_ids), 4))
         self.size += len(memory_ids)
 
+    def apply(self, change: PostingChange) -> None:
+        """The memory's postings of the terms held here, as ``change`` left them."""
+        slot = self.slots.get(change.memory_id)
+        if slot is not None:
+            for term in change.before.keys() & self.terms.keys():
+                found, counts = self.terms[term]
+                keep = found != slot
+                self.terms[term] = (found[keep], counts[keep])
+                self.size -= len(found) - int(keep.sum())
+        for term in change.after.keys() & self.terms.keys():
+            if slot is None:
+                slot = self.slots[change.memory_id] = len(self.ids)
+                self.ids.append(change.memory_id)
+            found, counts = self.terms[term]
+            row = np.asarray(change.after[term], dtype=np.float64).reshape(1, 4)
+            self.terms[term] = (np.append(found, slot), np.concatenate([counts, row]))
+            self.size += 1
+
     def columns(self, terms: Sequence[str]) -> tuple[Any, Any, Any]:
         """(holder slots, term numbers, counts) of every posting of ``terms`` (all added)."""
         parts = [self.terms[term] for term in terms]
@@ -76,6 +108,20 @@ class PostingsCache:
         while len(self._items) > self.users:
             self._items.popitem(last=False)
         return cached
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._items
+
+    def advance(self, key: Hashable, before: int, after: int, changes: Sequence[PostingChange]) -> None:
+        """A write section of this process took the user from version ``before`` to
+        ``after`` by ``changes`` (all of its writes): postings read at ``before`` are
+        brought to ``after``; any at another version are left to be read again."""
+        cached = self._items.get(key)
+        if cached is None or cached.version != before:
+            return
+        for change in changes:
+            cached.apply(change)
+        cached.version = after
 
     def clear(self) -> None:
         self._items.clear()

@@ -13,6 +13,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memchat.engine.model import Entry, UserKey
 
+from ._sql_postings import PostingChange
+
 if TYPE_CHECKING:
     from .sql import SQLStore
 
@@ -55,6 +57,8 @@ class SQLTransaction:
         self._known: dict[str, Entry | None] = {}
         #: Rows this section wrote or removed (PostgreSQL keeps its planner's statistics with it).
         self.rows_written = 0
+        #: What the section did to the user's postings, for the cached postings.
+        self._postings: list[PostingChange] = []
 
     def _wrote(self, versions: tuple[tuple[int, int], tuple[int, int]] | None) -> None:
         if versions is None:  # no cached matrix to bring along: the versions were not read
@@ -64,11 +68,12 @@ class SQLTransaction:
             self._before = versions[0]
         self._after = versions[1]
 
-    def advance_matrix(self) -> None:
-        """After the commit: bring this process's cached matrix of the user along."""
+    def advance_caches(self) -> None:
+        """After the commit: bring this process's cached matrix and postings of the user along."""
         store, key = self._store, self._key
         if self._before is None or self._after is None:
             return
+        store.keyword_index.postings.advance(key, self._before[0], self._after[0], self._postings)
         if self._matrix_unknowable:
             store._matrices.drop(key)
             return
@@ -79,6 +84,11 @@ class SQLTransaction:
             self._upserts,
             self._removals,
         )
+
+    def _versions_wanted(self) -> bool:
+        """Whether a cache of this process follows the section's writes (then the
+        user's versions are read with them: one statement more)."""
+        return self._key in self._store._matrices or self._key in self._store.keyword_index.postings
 
     @property
     def connection(self) -> AsyncConnection:
@@ -110,7 +120,13 @@ class SQLTransaction:
         self.rows_written += 1
         self._wrote(
             await store.keyword_index.replace(
-                self._conn, self._key, entry.id, old, entry, versions=self._key in store._matrices
+                self._conn,
+                self._key,
+                entry.id,
+                old,
+                entry,
+                versions=self._versions_wanted(),
+                changes=self._postings,
             )
         )
         if entry.is_deleted:
@@ -134,7 +150,13 @@ class SQLTransaction:
         self.rows_written += 1
         self._wrote(
             await store.keyword_index.replace(
-                self._conn, self._key, memory_id, old, None, versions=self._key in store._matrices
+                self._conn,
+                self._key,
+                memory_id,
+                old,
+                None,
+                versions=self._versions_wanted(),
+                changes=self._postings,
             )
         )
         self._removals.add(memory_id)

@@ -216,7 +216,7 @@ class SQLStore(SQLTables):
             return await work(tx)
 
         result = await self._in_write_transaction("writing", section)
-        attempts[-1].advance_matrix()  # the attempt that committed
+        attempts[-1].advance_caches()  # the attempt that committed
         self._after_section(attempts[-1].rows_written)
         return result
 

@@ -28,7 +28,7 @@ re-indexes.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +38,7 @@ import sqlalchemy as sa
 from memchat.engine.model import Entry, UserKey
 from memchat.engine.search.index import INDEX_VERSION, IndexRecord, KeywordStats, index_record
 
-from ._sql_postings import PostingsCache
+from ._sql_postings import PostingChange, PostingsCache
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -55,19 +55,26 @@ _LENGTHS = ("k_content", "k_topics", "s_content", "s_topics")
 _POSTING_COUNTS = ("tf_content", "tf_topics", "content_length", "topic_length")
 
 
-def _posting_rows(key: UserKey, memory_id: str, record: IndexRecord) -> list[dict[str, Any]]:
-    rows: dict[str, dict[str, Any]] = {}
-    for term, *counts in record.postings():
-        stored = term_key(term)
-        if stored not in rows:
-            rows[stored] = {
-                "app_name": key.app,
-                "user_id": key.user,
-                "term": stored,
-                "memory_id": memory_id,
-                **dict(zip(_POSTING_COUNTS, counts, strict=True)),
-            }
-    return list(rows.values())
+def _posting_counts(record: IndexRecord | None) -> dict[str, tuple[int, ...]]:
+    """Stored term → the four counts of its posting (none for no record)."""
+    counts: dict[str, tuple[int, ...]] = {}
+    if record is not None:
+        for term, *values in record.postings():
+            counts.setdefault(term_key(term), tuple(values))
+    return counts
+
+
+def _posting_rows(key: UserKey, memory_id: str, counts: Mapping[str, Sequence[int]]) -> list[dict[str, Any]]:
+    return [
+        {
+            "app_name": key.app,
+            "user_id": key.user,
+            "term": stored,
+            "memory_id": memory_id,
+            **dict(zip(_POSTING_COUNTS, values, strict=True)),
+        }
+        for stored, values in counts.items()
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,14 +177,20 @@ class SQLKeywordIndex:
         new: Entry | None,
         *,
         versions: bool = True,
+        changes: list[PostingChange] | None = None,
     ) -> tuple[tuple[int, int], tuple[int, int]] | None:
         """The memory was ``old`` and is now ``new`` (None: gone; tombstones hold no
         postings). Returns the user's (version, active count) before and after, or
-        None without ``versions`` (one statement fewer: nothing needs them)."""
+        None without ``versions`` (one statement fewer: nothing needs them).
+        ``changes`` is told the memory's postings before and after (the write
+        section brings this process's cached postings along with them)."""
         before = index_record(old.memory) if old is not None and not old.is_deleted else None
         after = index_record(new.memory) if new is not None and not new.is_deleted else None
         if before == after:
             return await self._add_stats(conn, key, [0, 0, 0, 0, 0], versions=versions)
+        after_counts = _posting_counts(after)
+        if changes is not None:
+            changes.append(PostingChange(memory_id, _posting_counts(before), after_counts))
         if before is not None:
             old_terms = list(dict.fromkeys(term_key(term) for term in before.terms))
             t = self.terms
@@ -187,7 +200,7 @@ class SQLKeywordIndex:
                     sa.delete(t).where(self._user(t, key), t.c.term.in_(chunk), t.c.memory_id == memory_id)
                 )
         if after is not None:
-            rows = _posting_rows(key, memory_id, after)
+            rows = _posting_rows(key, memory_id, after_counts)
             if rows:  # a memory without a term ("0", "!!") still counts in the statistics
                 await conn.execute(sa.insert(self.terms), rows)
         delta = [0, 0, 0, 0, 0]
@@ -264,7 +277,7 @@ class SQLKeywordIndex:
             totals[0] += 1
             for i, n in enumerate(record.lengths):
                 totals[i + 1] += n
-            rows.extend(_posting_rows(key, entry.id, record))
+            rows.extend(_posting_rows(key, entry.id, _posting_counts(record)))
             if len(rows) >= 5000:
                 await conn.execute(sa.insert(self.terms), rows)
                 rows = []

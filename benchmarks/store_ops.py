@@ -33,6 +33,10 @@ memories' real texts are looked up in the static table. Every backend is reached
 the conformance suite reaches it (tests/conformance/harness.py: pgvector and
 chromadb on throwaway servers unless MEMCHAT_TEST_PGVECTOR_DSN /
 MEMCHAT_TEST_CHROMA_URL name one). Prints Markdown tables.
+
+``--add-between-searches``: an untimed ``svc.add`` of a new memory before every
+timed search, as in a chat that remembers between questions: what a store
+cached for its searches must then survive its own writes.
 """
 
 from __future__ import annotations
@@ -217,7 +221,7 @@ def shared_embedder() -> CachedEmbedder:
 
 
 async def search_rows(
-    svc: MemoryService, embedder: CachedEmbedder, samples: int, offset: int
+    svc: MemoryService, embedder: CachedEmbedder, samples: int, offset: int, add_between: bool = False
 ) -> dict[str, Any]:
     """Search latency, the modes interleaved sample by sample, each sample a new query."""
     keyword = SearchOptions(max_results=10, mode="keyword")
@@ -236,6 +240,8 @@ async def search_rows(
             # The engine keeps its recent queries' vectors: empty that cache so every
             # mode embeds the query itself, as a new question does.
             embedder.inner.e5.forget_queries()
+            if add_between:
+                await svc.add(KEY, f"{text_for(offset + i)} (between searches {name} {i})")
             start = time.perf_counter()
             await op(q)
             times[name].append((time.perf_counter() - start) * 1000)
@@ -331,7 +337,15 @@ async def bench(name: str, size: int, samples: int, tmp: Path, args: argparse.Na
             row["read10"] = await timed(samples, lambda i: svc.read(KEY, 10))
             row["raw_get"] = await raw_floor(name, store, ids[len(ids) // 2], samples)
         if not args.skip_search:
-            row.update(await search_rows(svc, embedder, samples, offset=1000 * len(args.done)))
+            row.update(
+                await search_rows(
+                    svc,
+                    embedder,
+                    samples,
+                    offset=1000 * len(args.done),
+                    add_between=args.add_between_searches,
+                )
+            )
             row["raw_rows"] = await raw_rows_floor(name, store, ids, samples)
         args.done.append(name)
         return row
@@ -406,6 +420,11 @@ async def main() -> None:
         help="time add / get / read only (an older tree as the baseline for add: its searches scan)",
     )
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument(
+        "--add-between-searches",
+        action="store_true",
+        help="add a memory (untimed) before every timed search, as a chat does",
+    )
     parser.add_argument(
         "--add-up-to",
         type=int,

@@ -69,3 +69,65 @@ async def test_another_process_write_is_seen_by_the_next_search(harness) -> None
     finally:
         await other.close()
         await svc.close()
+
+
+WORDS = ["tea", "coffee", "Berlin", "cello", "marathon", "sister", "sofa", "nurse", "garden", "chess"]
+
+
+async def test_this_process_s_writes_bring_its_cached_postings_along(harness) -> None:
+    """A search after this process's own write reads no postings it read before the
+    write: the write section brings them to the version it committed. Through a
+    random run of adds, updates, deletes, soft deletes, restores and a clear, every
+    search equals a fresh store's (another store object, nothing cached), and
+    postings are read again only for terms never read before."""
+    import random
+
+    rng = random.Random(11)
+    store = harness.make_store()
+    svc = MemoryService(store, embedder=False, soft_delete=True)
+    other = MemoryService(harness.make_store(), embedder=False)
+    index = store.keyword_index
+    reads: list[int] = []
+    build = index._postings
+
+    def counting(terms: int):
+        reads.append(terms)
+        return build(terms)
+
+    index._postings = counting
+    queries = [f"{a} {b}" for a in WORDS for b in WORDS if a < b][:12] + WORDS
+    live: list[str] = []
+    deleted: list[str] = []
+    searched: set[str] = set()
+    try:
+        for step in range(60):
+            roll = rng.random()
+            if roll < 0.45 or not live:
+                words = rng.sample(WORDS, 3)
+                live.append((await svc.add(KEY, f"note {step}: {' '.join(words)} and more")).id)
+            elif roll < 0.7:
+                memory_id = rng.choice(live)
+                updated = await svc.update(KEY, memory_id, f"note {step}: {' '.join(rng.sample(WORDS, 2))}")
+                live[live.index(memory_id)] = updated.memory_id
+            elif roll < 0.85:
+                memory_id = live.pop(rng.randrange(len(live)))
+                await svc.delete(KEY, memory_id)
+                deleted.append(memory_id)
+            elif deleted:
+                live.append((await svc.restore(KEY, deleted.pop())).id)
+            if step == 40:
+                await svc.clear(KEY)  # not carried along: every term is read again
+                deleted.extend(live)
+                live.clear()
+                searched.clear()
+            for query in rng.sample(queries, 4):
+                before = len(reads)
+                mine = await svc.search(KEY, query, KEYWORD)
+                assert _results(mine) == _results(await other.search(KEY, query, KEYWORD)), (step, query)
+                words = set(query.split())
+                if words <= searched:  # read before, and carried along by every write since
+                    assert len(reads) == before, (step, query)
+                searched |= words
+    finally:
+        await other.close()
+        await svc.close()
