@@ -5,13 +5,15 @@ the transaction of every write of the user, in any process) stays the same.
 A search reads the version first (the statistics row it needs anyway) and then
 reads only the rows it has not seen at that version: a row read under version
 ``v`` is what the table held at ``v``, since no write leaves the version alone.
-Another process's write moves the version, so the next search reads afresh.
+Another process's write moves the version, so the next search reads afresh;
+a write section of this process brings the entries along to the version it
+committed, with what it wrote (``advance``).
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 
 from memchat.engine.model import Entry
 
@@ -38,6 +40,26 @@ class VersionedEntries:
         while len(self._items) > self.users:
             self._items.popitem(last=False)
         return cached[1]
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._items
+
+    def advance(
+        self, key: Hashable, before: Hashable, after: Hashable, written: Mapping[str, Entry | None]
+    ) -> None:
+        """A write section of this process took the user from version ``before`` to
+        ``after`` writing ``written`` (ID → entry, None: removed): entries known at
+        ``before`` are kept at ``after``, with the section's writes."""
+        cached = self._items.get(key)
+        if cached is None or cached[0] != before:
+            return
+        entries = cached[1]
+        for memory_id, entry in written.items():
+            if entry is None or entry.is_deleted:
+                entries.pop(memory_id, None)
+            else:
+                entries[memory_id] = entry
+        self._items[key] = (after, entries)
 
     def drop(self, key: Hashable) -> None:
         self._items.pop(key, None)

@@ -57,8 +57,9 @@ class SQLTransaction:
         self._known: dict[str, Entry | None] = {}
         #: Rows this section wrote or removed (PostgreSQL keeps its planner's statistics with it).
         self.rows_written = 0
-        #: What the section did to the user's postings, for the cached postings.
+        #: What the section did to the user's postings and rows, for the caches of them.
         self._postings: list[PostingChange] = []
+        self._written: dict[str, Entry | None] = {}
 
     def _wrote(self, versions: tuple[tuple[int, int], tuple[int, int]] | None) -> None:
         if versions is None:  # no cached matrix to bring along: the versions were not read
@@ -69,11 +70,12 @@ class SQLTransaction:
         self._after = versions[1]
 
     def advance_caches(self) -> None:
-        """After the commit: bring this process's cached matrix and postings of the user along."""
+        """After the commit: bring this process's cached matrix, postings and entries of the user along."""
         store, key = self._store, self._key
         if self._before is None or self._after is None:
             return
         store.keyword_index.postings.advance(key, self._before[0], self._after[0], self._postings)
+        store._entries.advance(key, self._before[0], self._after[0], self._written)
         if self._matrix_unknowable:
             store._matrices.drop(key)
             return
@@ -88,7 +90,8 @@ class SQLTransaction:
     def _versions_wanted(self) -> bool:
         """Whether a cache of this process follows the section's writes (then the
         user's versions are read with them: one statement more)."""
-        return self._key in self._store._matrices or self._key in self._store.keyword_index.postings
+        store, key = self._store, self._key
+        return key in store._matrices or key in store.keyword_index.postings or key in store._entries
 
     @property
     def connection(self) -> AsyncConnection:
@@ -116,7 +119,7 @@ class SQLTransaction:
                 row["embedding"] = value
         old = await self.get(entry.id)
         await self._conn.execute(store._upsert(row))
-        self._known[entry.id] = entry
+        self._known[entry.id] = self._written[entry.id] = entry
         self.rows_written += 1
         self._wrote(
             await store.keyword_index.replace(
@@ -146,7 +149,7 @@ class SQLTransaction:
         t = store.table
         old = await self.get(memory_id)
         await self._conn.execute(sa.delete(t).where(store._scope(self._key), t.c.memory_id == memory_id))
-        self._known[memory_id] = None
+        self._known[memory_id] = self._written[memory_id] = None
         self.rows_written += 1
         self._wrote(
             await store.keyword_index.replace(

@@ -31,8 +31,8 @@ def harness(request: pytest.FixtureRequest, tmp_path):
     return HARNESSES[request.param](tmp_path)
 
 
-def _results(entries) -> list[tuple[str, str, float]]:
-    return [(e.id, e.memory.text, round(e.score, 6)) for e in entries]
+def _results(entries) -> list[tuple[str, str, tuple[str, ...], float]]:
+    return [(e.id, e.memory.text, e.memory.topics, round(e.score, 6)) for e in entries]
 
 
 async def test_another_process_write_is_seen_by_the_next_search(harness) -> None:
@@ -74,18 +74,20 @@ async def test_another_process_write_is_seen_by_the_next_search(harness) -> None
 WORDS = ["tea", "coffee", "Berlin", "cello", "marathon", "sister", "sofa", "nurse", "garden", "chess"]
 
 
-async def test_this_process_s_writes_bring_its_cached_postings_along(harness) -> None:
+async def test_this_process_s_writes_bring_its_caches_along(harness) -> None:
     """A search after this process's own write reads no postings it read before the
-    write: the write section brings them to the version it committed. Through a
-    random run of adds, updates, deletes, soft deletes, restores and a clear, every
-    search equals a fresh store's (another store object, nothing cached), and
-    postings are read again only for terms never read before."""
+    write: the write section brings them (and the entries and vectors it cached)
+    to the version it committed. Through a random run of adds, updates, deletes,
+    soft deletes, restores and a clear, every search of every mode equals a fresh
+    store's (another store object, nothing cached), and postings are read again
+    only for terms never read before."""
     import random
 
     rng = random.Random(11)
     store = harness.make_store()
-    svc = MemoryService(store, embedder=False, soft_delete=True)
-    other = MemoryService(harness.make_store(), embedder=False)
+    embedder = HashEmbedder()
+    svc = MemoryService(store, embedder=embedder, soft_delete=True)
+    other = MemoryService(harness.make_store(), embedder=embedder)
     index = store.keyword_index
     reads: list[int] = []
     build = index._postings
@@ -105,10 +107,14 @@ async def test_this_process_s_writes_bring_its_cached_postings_along(harness) ->
             if roll < 0.45 or not live:
                 words = rng.sample(WORDS, 3)
                 live.append((await svc.add(KEY, f"note {step}: {' '.join(words)} and more")).id)
-            elif roll < 0.7:
+            elif roll < 0.6:
                 memory_id = rng.choice(live)
                 updated = await svc.update(KEY, memory_id, f"note {step}: {' '.join(rng.sample(WORDS, 2))}")
                 live[live.index(memory_id)] = updated.memory_id
+            elif roll < 0.7:  # the same text, new topics: the memory keeps its ID, its row changes
+                memory_id = rng.choice(live)
+                current = await svc.get(KEY, memory_id)
+                await svc.update(KEY, memory_id, current.memory.text, topics=rng.sample(WORDS, 2))
             elif roll < 0.85:
                 memory_id = live.pop(rng.randrange(len(live)))
                 await svc.delete(KEY, memory_id)
@@ -128,6 +134,9 @@ async def test_this_process_s_writes_bring_its_cached_postings_along(harness) ->
                 if words <= searched:  # read before, and carried along by every write since
                     assert len(reads) == before, (step, query)
                 searched |= words
+                for options in (SEMANTIC, SearchOptions(max_results=5)):
+                    mine = await svc.search(KEY, query, options)
+                    assert _results(mine) == _results(await other.search(KEY, query, options)), (step, query)
     finally:
         await other.close()
         await svc.close()
