@@ -41,6 +41,14 @@ class VersionedEntries:
             self._items.popitem(last=False)
         return cached[1]
 
+    def keep(self, key: Hashable, version: Hashable, read: Mapping[str, Entry]) -> None:
+        """Entries read at ``version``, kept only while the user's record is still at it:
+        a write of this process may have brought it to the next version meanwhile, and
+        what was read holds none of that write."""
+        cached = self._items.get(key)
+        if cached is not None and cached[0] == version:
+            cached[1].update(read)
+
     def __contains__(self, key: Hashable) -> bool:
         return key in self._items
 

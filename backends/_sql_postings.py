@@ -52,18 +52,24 @@ class UserPostings:
         self.terms: dict[str, tuple[Any, Any]] = {}
         self.size = 0
 
-    def add(self, term: str, memory_ids: Sequence[str], counts: Any) -> None:
-        """The term's postings, as read (``counts``: one row of four per holder)."""
+    def add(self, term: str, memory_ids: Sequence[str], counts: Any, version: int) -> tuple[Any, Any]:
+        """The term's postings as read at ``version`` (``counts``: one row of four per
+        holder), as (holder slots, counts). Kept only while this record is still at
+        ``version``: a write of this process may have brought it to the next one
+        while the read was under way, and the read holds none of that write."""
         slots, ids = self.slots, self.ids
         found = np.empty(len(memory_ids), dtype=np.int64)
         for i, memory_id in enumerate(memory_ids):
             slot = slots.get(memory_id)
-            if slot is None:
+            if slot is None:  # slots are only ever added: a slot names one memory for good
                 slot = slots[memory_id] = len(ids)
                 ids.append(memory_id)
             found[i] = slot
-        self.terms[term] = (found, np.asarray(counts, dtype=np.float64).reshape(len(memory_ids), 4))
-        self.size += len(memory_ids)
+        postings = (found, np.asarray(counts, dtype=np.float64).reshape(len(memory_ids), 4))
+        if self.version == version:
+            self.terms[term] = postings
+            self.size += len(memory_ids)
+        return postings
 
     def apply(self, change: PostingChange) -> None:
         """The memory's postings of the terms held here, as ``change`` left them."""
@@ -83,12 +89,13 @@ class UserPostings:
             self.terms[term] = (np.append(found, slot), np.concatenate([counts, row]))
             self.size += 1
 
-    def columns(self, terms: Sequence[str]) -> tuple[Any, Any, Any]:
-        """(holder slots, term numbers, counts) of every posting of ``terms`` (all added)."""
-        parts = [self.terms[term] for term in terms]
+    @staticmethod
+    def columns(parts: Sequence[tuple[Any, Any]]) -> tuple[Any, Any, Any]:
+        """(holder slots, term numbers, counts) of every posting of the terms whose
+        (slots, counts) are ``parts``, in that order."""
         holders = np.concatenate([slots for slots, _ in parts])
         counts = np.concatenate([rows for _, rows in parts])
-        which = np.repeat(np.arange(len(terms)), [len(slots) for slots, _ in parts])
+        which = np.repeat(np.arange(len(parts)), [len(slots) for slots, _ in parts])
         return holders, which, counts
 
 

@@ -363,16 +363,23 @@ class SQLStore(SQLTables):
         key in batches of 500. Given the user's ``version``, read on ``conn`` before
         (so the rows are at least that new), only the rows not already read at that
         version are read (``_sql_entries``)."""
-        known: dict[str, Entry] = {} if version is None else self._entries.at(key, version)
+        cached: dict[str, Entry] = {} if version is None else self._entries.at(key, version)
+        # Taken before the reads: a write of this process may bring the cache to its
+        # next version while they are under way (``VersionedEntries.keep``).
+        known = {i: cached[i] for i in ids if i in cached}
         missing = [i for i in ids if i not in known]
         t = self.table
         columns = self._row_columns()
+        read: dict[str, Entry] = {}
         for start in range(0, len(missing), 500):
             stmt = sa.select(*columns).where(
                 self._scope(key), t.c.deleted_at.is_(None), t.c.memory_id.in_(missing[start : start + 500])
             )
             for row in (await conn.execute(stmt)).all():
-                known[row.memory_id] = self._entry(row)
+                read[row.memory_id] = self._entry(row)
+        if version is not None:
+            self._entries.keep(key, version, read)
+        known.update(read)
         return {i: known[i] for i in ids if i in known}
 
     # -- export and migration (memchat.engine.portability) -------------------

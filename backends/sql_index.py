@@ -38,7 +38,7 @@ import sqlalchemy as sa
 from memchat.engine.model import Entry, UserKey
 from memchat.engine.search.index import INDEX_VERSION, IndexRecord, KeywordStats, index_record
 
-from ._sql_postings import PostingChange, PostingsCache
+from ._sql_postings import PostingChange, PostingsCache, UserPostings
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection
@@ -312,14 +312,17 @@ class SQLKeywordIndex:
         # holders and ranking them in SQL took two statements a query, the second one
         # built and evaluated afresh each time.
         known = self.postings.at(key, user.version)
-        missing = [term for term in wanted if term not in known.terms]
+        # Taken before the read: a write of this process may bring ``known`` to its
+        # next version while the read is under way (slots are never reused).
+        parts = {term: known.terms[term] for term in wanted if term in known.terms}
+        missing = [term for term in wanted if term not in parts]
         if missing:
             params: dict[str, Any] = {"app": key.app, "user": key.user}
             params.update((f"term{i}", term) for i, term in enumerate(missing))
             rows = (await conn.execute(self._postings(len(missing)), params)).all()
             for i, (memory_ids, counts) in enumerate(_by_term(rows, len(missing))):
-                known.add(missing[i], memory_ids, counts)
-        holders, which, counts = known.columns(wanted)
+                parts[missing[i]] = known.add(missing[i], memory_ids, counts, user.version)
+        holders, which, counts = UserPostings.columns([parts[term] for term in wanted])
         held = np.bincount(which, minlength=len(wanted))
         df = {term: int(held[wanted.index(stored_term)]) for term, stored_term in stored.items()}
         stats = KeywordStats.of(space, count, lengths, df)

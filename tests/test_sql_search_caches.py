@@ -140,3 +140,69 @@ async def test_this_process_s_writes_bring_its_caches_along(harness) -> None:
     finally:
         await other.close()
         await svc.close()
+
+
+async def test_a_write_during_a_search_s_read_leaves_no_stale_cache(harness, monkeypatch) -> None:
+    """A search reads postings and rows at one version; a write of this process may
+    commit, and bring the caches to the next version, while that read is under way.
+    What the search read must then not be kept under the new version: the next
+    search would miss the new memory, or show the old topics."""
+    import asyncio
+    import re
+
+    from sqlalchemy.ext.asyncio import AsyncConnection
+
+    store = harness.make_store()
+    svc = MemoryService(store, embedder=False)
+    other = MemoryService(harness.make_store(), embedder=False)
+    real = AsyncConnection.execute
+    pause: dict[str, asyncio.Event] = {}
+
+    async def execute(self, statement, *args, **kwargs):
+        result = await real(self, statement, *args, **kwargs)
+        if pause and "reached" in pause and not pause["reached"].is_set():
+            text = str(statement)
+            if re.search(rf"FROM {re.escape(pause['kind'])}\b", text):
+                pause["reached"].set()
+                await pause["go"].wait()
+        return result
+
+    monkeypatch.setattr(AsyncConnection, "execute", execute)
+    try:
+        tea = await svc.add(KEY, "Alice drinks green tea", topics=["drink"])
+        await svc.add(KEY, "Bob drinks strong coffee")
+        await svc.search(KEY, "tea", KEYWORD)  # the user has cached postings and rows now
+
+        async def racing(query: str, kind: str, write) -> None:
+            pause.update(kind=kind, reached=asyncio.Event(), go=asyncio.Event())
+            search = asyncio.create_task(svc.search(KEY, query, KEYWORD))
+            await asyncio.wait_for(pause["reached"].wait(), 10)
+            await write()  # commits while the search holds what it read before
+            pause["go"].set()
+            await search
+            pause.clear()
+
+        # Postings of a term first read by a search racing an add that holds it.
+        async def add_coffee() -> None:
+            await svc.add(KEY, "Carol roasts coffee beans")
+
+        postings = store.keyword_index.terms.name
+        await racing("coffee beans", postings, add_coffee)
+        mine = await svc.search(KEY, "coffee beans", KEYWORD)
+        assert "Carol roasts coffee beans" in [e.memory.text for e in mine]
+        assert _results(mine) == _results(await other.search(KEY, "coffee beans", KEYWORD))
+
+        # A row read by a search racing an update of that memory's topics. Another
+        # store object's write first, so that the search reads the row afresh.
+        async def retopic() -> None:
+            await svc.update(KEY, tea.id, tea.memory.text, topics=["morning"])
+
+        await other.add(KEY, "Dan grows tea in his garden")
+        await racing("green tea", store.table.name, retopic)
+        mine = await svc.search(KEY, "green tea", KEYWORD)
+        assert mine[0].memory.topics == ("morning",)
+        assert _results(mine) == _results(await other.search(KEY, "green tea", KEYWORD))
+    finally:
+        pause.clear()
+        await other.close()
+        await svc.close()
