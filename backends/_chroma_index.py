@@ -247,6 +247,21 @@ class ChromaKeywordIndex:
                 return found
             offset += _BATCH
 
+    def _user_records(self, key: UserKey) -> tuple[list[str], list[dict[str, Any]]]:
+        """The IDs and metadata of every index record of the user, a page at a time: in
+        one request, a user with 100k memories (tens of thousands of records) made the
+        server fail with "too many SQL variables"."""
+        ids: list[str] = []
+        metadatas: list[dict[str, Any]] = []
+        offset = 0
+        while True:
+            page = self.collection.get(where=_user(key), include=["metadatas"], limit=_BATCH, offset=offset)
+            ids += page["ids"]
+            metadatas += [dict(meta or {}) for meta in page["metadatas"] or [{}] * len(page["ids"])]
+            if len(page["ids"]) < _BATCH:
+                return ids, metadatas
+            offset += _BATCH
+
     # -- writes --------------------------------------------------------------
 
     def prepare(
@@ -349,15 +364,9 @@ class ChromaKeywordIndex:
         writes: dict[str, dict[str, Any]] = {}
         for term, held in postings.items():
             writes.update(TermPostings.split(held, level_for(len(held))).records(key, term))
-        found = self.collection.get(where=_user(key), include=["metadatas"])
-        old = set(found["ids"])
-        marks = {
-            k
-            for meta in found["metadatas"] or []
-            if meta.get("kind") == "stats"
-            for k in meta
-            if k.startswith(_MARK)
-        }
+        ids, metadatas = self._user_records(key)
+        old = set(ids)
+        marks = {k for meta in metadatas if meta.get("kind") == "stats" for k in meta if k.startswith(_MARK)}
         stale = sorted(old - writes.keys() - {_stats_id(key)})
         for batch in chunks(stale, _BATCH):
             self.collection.delete(ids=list(batch))

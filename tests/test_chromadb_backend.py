@@ -726,3 +726,37 @@ async def test_searches_rank_exactly_from_the_kept_vectors_and_follow_every_writ
     await settled()
     assert contract.ids(await store.vector_candidates(key, q, 40)) == exact(40)
     assert calls == {"query": 2, "vectors read": 2}
+
+
+async def test_clearing_reads_the_user_s_index_records_a_page_at_a_time(make_store, monkeypatch) -> None:
+    """Clearing rebuilds the user's keyword index empty, after reading which index
+    records the user has. In one request, a user with 100k memories made the Chroma
+    server fail ("too many SQL variables"), so every such read is paged, and paging
+    must still find every record."""
+    from backends import _chroma_index
+
+    monkeypatch.setattr(_chroma_index, "_BATCH", 2)
+    svc = MemoryService(await make_store(dimension=384))
+    async with svc:
+        for text in ("Alice plays the cello", "Bob drinks green tea", "Carol runs marathons in Berlin"):
+            await svc.add(contract.KEY, text)
+        index = svc.store._index.collection
+        real_get = index.get
+        pages: list[Any] = []
+
+        def get(**kwargs: Any) -> Any:
+            if "where" in kwargs:
+                pages.append(kwargs.get("limit"))
+            return real_get(**kwargs)
+
+        index.get = get
+        try:
+            assert await svc.clear(contract.KEY) == 3
+        finally:
+            index.get = real_get
+        assert pages and all(limit is not None and limit <= 2 for limit in pages)
+        left = real_get(where={"app_name": contract.KEY.app}, include=["metadatas"])
+        assert [meta.get("kind") for meta in left["metadatas"]] == ["stats"]  # no term's record is left
+        assert await _keyword(svc, "cello") == []
+        await svc.add(contract.KEY, "Dan plays the cello too")
+        assert await _keyword(svc, "cello") == ["Dan plays the cello too"]
