@@ -40,10 +40,5 @@ class EntryCache(VersionedEntries):
         taken at ``before`` are kept at ``after``, with the section's writes."""
         if taken is None or taken[0] != before or not before:
             return
-        records = taken[1]
-        for record_id, entry in written.items():
-            if entry is None:
-                records.pop(record_id, None)
-            else:
-                records[record_id] = entry
-        self._items[key] = (after, records)
+        self._items[key] = taken
+        self.advance(key, before, after, written)
