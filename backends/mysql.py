@@ -63,6 +63,9 @@ TLS_OFF = frozenset({"false", "0", "off", "disabled", "disable"})
 #: best first; ``utf8mb4_bin`` (PAD SPACE) only if the server has neither.
 EXACT_COLLATIONS = ("utf8mb4_0900_bin", "utf8mb4_nopad_bin", "utf8mb4_bin")
 
+#: group_concat_max_len for this store's sessions (1 GiB; the server's packet size
+#: still bounds one result, and a cut result is detected and read row by row).
+_GROUP_CONCAT_MAX = 1 << 30
 _URL_SCHEMES = {"mysql", "mariadb", "mysql+aiomysql", "mysql+pymysql", "mariadb+aiomysql", "mariadb+pymysql"}
 
 #: MySQL error codes the messages are chosen by.
@@ -113,7 +116,11 @@ class MySQLTarget:
             # with its own reason (whole seconds, at least 1).
             "init_command": (
                 f"SET SESSION innodb_lock_wait_timeout = {_lock_wait(seconds)}, "
-                f"lock_wait_timeout = {_lock_wait(seconds)}"
+                f"lock_wait_timeout = {_lock_wait(seconds)}, "
+                # A common term's postings come back joined in one GROUP_CONCAT
+                # (sql_index.py): the default cap (1 MB on MariaDB, 1 KB on MySQL)
+                # would cut them short, and the search would read them row by row.
+                f"group_concat_max_len = {_GROUP_CONCAT_MAX}"
             ),
         }
         if self.unix_socket:

@@ -55,6 +55,11 @@ _LENGTHS = ("k_content", "k_topics", "s_content", "s_topics")
 _POSTING_COUNTS = ("tf_content", "tf_topics", "content_length", "topic_length")
 
 
+def covered_counts() -> tuple[str, ...]:
+    """The postings' count columns, which PostgreSQL keeps in the key's index."""
+    return _POSTING_COUNTS
+
+
 def _posting_counts(record: IndexRecord | None) -> dict[str, tuple[int, ...]]:
     """Stored term → the four counts of its posting (none for no record)."""
     counts: dict[str, tuple[int, ...]] = {}
@@ -88,6 +93,14 @@ class UserStats:
     lengths: tuple[int, ...]
 
 
+#: Separates the memory IDs of one term's aggregated postings: no memory ID holds a
+#: control character (engine/validation.py), and a store that does anyway is
+#: caught by the count check (``_unpack``) and read row by row.
+_ID_SEPARATOR = "\x1f"
+#: A posting's two counts of one field packed in one integer: tf << 32 | length.
+_HIGH = 1 << 32
+
+
 def _by_term(rows: Sequence[Any], terms: int) -> list[tuple[list[str], Any]]:
     """Posting rows (term number, memory ID, four counts) as each term's
     (memory IDs, counts array), for term numbers 0 … ``terms`` - 1."""
@@ -97,6 +110,28 @@ def _by_term(rows: Sequence[Any], terms: int) -> list[tuple[list[str], Any]]:
         ids.append(memory_id)
         rest.append(counts)
     return [(ids, np.array(rest, dtype=np.float64).reshape(len(ids), 4)) for ids, rest in grouped]
+
+
+def _unpack(row: Any) -> tuple[list[str], Any] | None:
+    """One term's aggregated postings (term number, holder count, memory IDs joined
+    by ``_ID_SEPARATOR``, and per field "tf << 32 | length" joined by spaces) as
+    (memory IDs, counts array); None when the parts do not add up to the count
+    (an ID holding the separator, a server that cut a long aggregate short)."""
+    _, count, joined_ids, content, topics = row
+    count = int(count or 0)
+    if count == 0:
+        return [], np.zeros((0, 4), dtype=np.float64)
+    if not joined_ids or not content or not topics:
+        return None
+    ids = joined_ids.split(_ID_SEPARATOR)
+    packed_content = np.fromstring(content, dtype=np.int64, sep=" ")
+    packed_topics = np.fromstring(topics, dtype=np.int64, sep=" ")
+    if not len(ids) == len(packed_content) == len(packed_topics) == count:
+        return None
+    counts = np.empty((count, 4), dtype=np.float64)
+    counts[:, 0], counts[:, 2] = np.divmod(packed_content, _HIGH)
+    counts[:, 1], counts[:, 3] = np.divmod(packed_topics, _HIGH)
+    return ids, counts
 
 
 def term_key(term: str) -> str:
@@ -126,13 +161,19 @@ class SQLKeywordIndex:
         self.terms = sa.Table(
             short_identifier(f"{name}_postings"),
             metadata,
-            sa.Column("app_name", sa.String(255), primary_key=True),
-            sa.Column("user_id", sa.String(255), primary_key=True),
-            sa.Column("term", sa.String(128), primary_key=True),
-            sa.Column("memory_id", sa.String(64), primary_key=True),
+            sa.Column("app_name", sa.String(255), nullable=False),
+            sa.Column("user_id", sa.String(255), nullable=False),
+            sa.Column("term", sa.String(128), nullable=False),
+            sa.Column("memory_id", sa.String(64), nullable=False),
             # The term's count in the content and the topics, and the memory's two
             # lengths in the term's space: what BM25 needs to rank the holders.
             *(sa.Column(c, sa.Integer, nullable=False) for c in _POSTING_COUNTS),
+            # PostgreSQL: the counts ride in the key's index (INCLUDE), so a term's
+            # postings are an index-only range scan. Its heap is in write order: a
+            # common term's 40k postings sat on 27k pages (160 ms against 15 ms).
+            sa.PrimaryKeyConstraint(
+                "app_name", "user_id", "term", "memory_id", postgresql_include=list(_POSTING_COUNTS)
+            ),
             # No index by memory: a memory's postings are deleted by their primary
             # keys (its old terms are known), and with one a planner without table
             # statistics (SQLite) read every posting of the user to group by memory.
@@ -146,6 +187,7 @@ class SQLKeywordIndex:
         self.postings = PostingsCache()
         #: The postings statement per number of query terms (``_postings``).
         self._postings_statements: dict[int, Any] = {}
+        self._packed_statements: dict[int, Any] = {}
         stats = self.stats = sa.Table(
             short_identifier(f"{name}_stats"),
             metadata,
@@ -319,9 +361,14 @@ class SQLKeywordIndex:
         if missing:
             params: dict[str, Any] = {"app": key.app, "user": key.user}
             params.update((f"term{i}", term) for i, term in enumerate(missing))
-            rows = (await conn.execute(self._postings(len(missing)), params)).all()
-            for i, (memory_ids, counts) in enumerate(_by_term(rows, len(missing))):
-                parts[missing[i]] = known.add(missing[i], memory_ids, counts, user.version)
+            packed = (await conn.execute(self._packed_postings(len(missing)), params)).all()
+            read = [_unpack(row) for row in sorted(packed, key=lambda row: int(row[0]))]
+            if any(part is None for part in read):  # row by row (see _unpack)
+                rows = (await conn.execute(self._postings(len(missing)), params)).all()
+                read = list(_by_term(rows, len(missing)))
+            for i, part in enumerate(read):
+                assert part is not None
+                parts[missing[i]] = known.add(missing[i], part[0], part[1], user.version)
         holders, which, counts = UserPostings.columns([parts[term] for term in wanted])
         held = np.bincount(which, minlength=len(wanted))
         df = {term: int(held[wanted.index(stored_term)]) for term, stored_term in stored.items()}
@@ -355,6 +402,36 @@ class SQLKeywordIndex:
             ]
             made = branches[0] if terms == 1 else sa.union_all(*branches)
             self._postings_statements[terms] = made
+        return made
+
+    def _packed_postings(self, terms: int) -> sa.CompoundSelect[Any] | sa.Select[Any]:
+        """:meth:`_postings` aggregated in the server: one row per term, (the term's
+        number, its holder count, their memory IDs joined, and per field each
+        posting's "tf << 32 | length" joined). A common term's tens of thousands of
+        postings then cross to Python as three strings parsed in C, not as as many
+        rows made into objects one by one (at 100k memories 3–5× faster)."""
+        made = self._packed_statements.get(terms)
+        if made is None:
+            t = self.terms
+            user = sa.and_(t.c.app_name == sa.bindparam("app"), t.c.user_id == sa.bindparam("user"))
+            high = sa.literal_column(str(_HIGH), sa.BigInteger)
+
+            def joined(tf: str, length: str) -> Any:
+                packed = sa.cast(sa.cast(t.c[tf], sa.BigInteger) * high + t.c[length], sa.String)
+                return sa.func.aggregate_strings(packed, " ")
+
+            branches = [
+                sa.select(
+                    sa.literal_column(str(i), sa.Integer).label("which"),
+                    sa.func.count().label("holders"),
+                    sa.func.aggregate_strings(t.c.memory_id, _ID_SEPARATOR).label("ids"),
+                    joined("tf_content", "content_length").label("content"),
+                    joined("tf_topics", "topic_length").label("topics"),
+                ).where(user, t.c.term == sa.bindparam(f"term{i}"))
+                for i in range(terms)
+            ]
+            made = branches[0] if terms == 1 else sa.union_all(*branches)
+            self._packed_statements[terms] = made
         return made
 
     async def active_counts_match(self, conn: AsyncConnection) -> bool:

@@ -206,3 +206,34 @@ async def test_a_write_during_a_search_s_read_leaves_no_stale_cache(harness, mon
         pause.clear()
         await other.close()
         await svc.close()
+
+
+async def test_postings_that_do_not_add_up_are_read_row_by_row(harness, monkeypatch) -> None:
+    """A term's postings come back joined in one aggregate; when the parts do not
+    add up to the holder count (a memory ID holding the separator, a server that cut
+    the aggregate short) the store reads them row by row and ranks the same."""
+    from backends import sql_index
+
+    queries = ["Alice tea", "Bob", "drinks coffee", "Berlin nurse", "sister sofa marathon"]
+    svc = MemoryService(harness.make_store(), embedder=HashEmbedder())
+    async with svc:
+        for text in TEXTS:
+            await svc.add(KEY, text)
+        expected = [_results(await svc.search(KEY, q, KEYWORD)) for q in queries]
+    assert all(expected) and len({len(e) for e in expected}) > 1
+
+    rows_read: list[int] = []
+    by_row = sql_index.SQLKeywordIndex._postings
+
+    def counted(self, terms: int):
+        rows_read.append(terms)
+        return by_row(self, terms)
+
+    monkeypatch.setattr(sql_index.SQLKeywordIndex, "_postings", counted)
+    # These memories' IDs (hex digests) hold a "0": joined, they no longer split
+    # into as many parts as the count.
+    monkeypatch.setattr(sql_index, "_ID_SEPARATOR", "0")
+    broken = MemoryService(harness.make_store(), embedder=HashEmbedder())
+    async with broken:
+        assert [_results(await broken.search(KEY, q, KEYWORD)) for q in queries] == expected
+    assert len(rows_read) == len(queries)

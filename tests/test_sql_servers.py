@@ -36,7 +36,7 @@ from backends import create
 from backends.mysql import MySQLTarget, lock_table_name
 from backends.mysql import parse_dsn as parse_mysql_dsn
 from backends.postgres import parse_dsn as parse_pg_dsn
-from memchat.engine import BackendError, ConfigError, MemoryLimitError, MemoryService, UserKey
+from memchat.engine import BackendError, ConfigError, MemoryLimitError, MemoryService, SearchOptions, UserKey
 from tests.conformance.harness import HARNESSES
 from tests.support import require
 
@@ -528,6 +528,102 @@ async def test_postgres_analyzes_its_tables_as_they_grow(tmp_path: Path, monkeyp
             assert await reopened._planner_rows() == 12
     finally:
         await _drop_tables("postgres", options["dsn"], [options["table"]])
+
+
+async def test_postgres_reads_a_terms_postings_from_its_key_index(tmp_path: Path, monkeypatch) -> None:
+    """A term's postings sit on as many heap pages as it has holders (the heap is in
+    write order: a common term's 40k postings on 27k pages, 160 ms). So the counts
+    ride in the postings' key index (INCLUDE), a table made before that gets it on
+    open, losing nothing, and the store vacuums as it grows, so the pages are
+    marked visible to all and the read stays in the index (15 ms) even where
+    autovacuum is off."""
+    from backends import postgres
+
+    monkeypatch.setattr(postgres, "ANALYZE_AFTER", 30)
+    options = HARNESSES["postgres"](tmp_path).options
+    store = create("postgres", **options)
+    postings = store.keyword_index.terms.name
+
+    async def covered(s: Any) -> list[str]:
+        async with s.engine.connect() as conn:
+            found = await conn.execute(
+                sa.text(
+                    "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
+                    "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = to_regclass(:t) AND i.indisprimary "
+                    "ORDER BY a.attname"
+                ),
+                {"t": postings},
+            )
+            return [row[0] for row in found]
+
+    async def all_visible(s: Any) -> int:
+        async with s.engine.connect() as conn:
+            found = await conn.execute(
+                sa.text("SELECT relallvisible FROM pg_class WHERE oid = to_regclass(:t)"), {"t": postings}
+            )
+            return int(found.scalar() or 0)
+
+    everything = sorted(["app_name", "user_id", "term", "memory_id", *postgres._covered_counts()])
+    keyword = SearchOptions(mode="keyword")
+    async with MemoryService(store) as svc:
+        assert await covered(store) == everything
+        for i in range(40):
+            await svc.add(KEY, f"memory number {i} about the lake house and green tea")
+        await store._analysis_done()
+        assert await all_visible(store) > 0
+        before = [(e.id, e.score) for e in await svc.search(KEY, "green tea", keyword)]
+    # A table of an older memchat: the key without the counts.
+    async with store.engine.begin() as conn:
+        await conn.execute(
+            sa.text(
+                f'ALTER TABLE "{postings}" DROP CONSTRAINT "{postings}_pkey", '
+                "ADD PRIMARY KEY (app_name, user_id, term, memory_id)"
+            )
+        )
+    assert await covered(store) == ["app_name", "memory_id", "term", "user_id"]
+    reopened = create("postgres", **options)
+    async with MemoryService(reopened) as svc:
+        assert await covered(reopened) == everything
+        assert [(e.id, e.score) for e in await svc.search(KEY, "green tea", keyword)] == before
+        assert len(before) == 10 and await svc.count(KEY) == 40
+
+
+async def test_a_common_terms_postings_cross_in_one_aggregate_on_every_sql_server(server_options) -> None:
+    """A common term's postings come back from the server as one row of joined
+    strings, not one row per holder: the MariaDB session's GROUP_CONCAT cap is
+    raised (its default 1 MB would cut 20k memory IDs short, and MySQL's is 1 KB)."""
+    from backends.sql_index import _unpack
+
+    name, options = server_options
+    store = create(name, **options)
+    index = store.keyword_index
+    holders = 20_000
+    async with MemoryService(store) as svc:
+        await svc.add(KEY, "one memory so that the tables exist")
+        rows = [
+            {"app_name": KEY.app, "user_id": KEY.user, "term": "k:common", "memory_id": f"{i:064x}",
+             "tf_content": 1 + i % 3, "tf_topics": i % 2, "content_length": 5 + i % 7, "topic_length": i % 4}
+            for i in range(holders)
+        ]  # fmt: skip
+        async with store.engine.begin() as conn:
+            await conn.execute(sa.insert(index.terms), rows)
+        async with store.engine.connect() as conn:
+            packed = (
+                await conn.execute(
+                    index._packed_postings(2),
+                    {"app": KEY.app, "user": KEY.user, "term0": "k:common", "term1": "k:none"},
+                )
+            ).all()
+        read = {int(row[0]): _unpack(row) for row in packed}
+        assert read[1] == ([], read[1][1]) and read[1][1].shape == (0, 4)
+        assert read[0] is not None
+        ids, counts = read[0]
+        got = dict(zip(ids, counts.tolist(), strict=True))
+        assert len(got) == holders
+        assert all(
+            got[r["memory_id"]] == [r["tf_content"], r["tf_topics"], r["content_length"], r["topic_length"]]
+            for r in rows
+        )
 
 
 async def test_a_missing_database_is_created_when_the_account_may(server_options) -> None:
