@@ -15,6 +15,16 @@ from __future__ import annotations
 RECORD_FORMAT = "<5I"
 RECORD_SIZE = 20
 
+#: The packed postings of the terms KEYS, as stored ("" for a term nobody holds),
+#: read as one state (redis_index.py ranks them in the client).
+POSTINGS_SCRIPT = """
+local out = {}
+for i, key in ipairs(KEYS) do
+  out[i] = redis.call('GET', key) or ''
+end
+return out
+"""
+
 #: Change one memory's postings (queued inside the write section's MULTI).
 #: KEYS: slot hash (ID → slot), ID hash (slot → ID), free-slot list, slot
 #: counter, then the postings of the terms to drop and of the terms to write.

@@ -749,3 +749,65 @@ async def test_the_newest_memories_come_from_the_recent_set_and_a_missing_one_is
     assert await raw.zcard(recent) == 4
     assert newest.id not in [e.id for e in await svc.read(key, 10)]
     await svc.close()
+
+
+async def test_many_postings_are_ranked_in_the_client_exactly_as_the_script_ranks(
+    make_store, monkeypatch
+) -> None:
+    """From RANK_HERE_FROM postings a search ranks the holders in this process over
+    the packed records (the Lua script held single-threaded Redis for tens of ms at
+    100k memories); the results are the script's, with the candidates capped low
+    too, and a chosen slot that a write gave away meanwhile sends it to the script."""
+    import memchat.engine.retrieval as retrieval
+    from backends import redis_index
+    from memchat.engine import SearchOptions
+    from tests.conformance.test_vectors import HashEmbedder
+
+    key = UserKey("memory-chat", "ranked-here")
+    subjects = ["tea", "coffee", "the piano", "chess", "Berlin", "my sister", "running", "jazz"]
+    svc = MemoryService(make_store(), embedder=HashEmbedder())
+    for i in range(48):
+        extra = (" every morning", " with my sister", " on Sundays, tea in hand", "")[i % 4]
+        topics = ["drinks"] * (i % 3 == 0)
+        await svc.add(key, f"I like {subjects[i % len(subjects)]}{extra} #{i}", topics=topics)
+    queries = ["tea", "I like tea", "my sister", "like piano with brother", "Sundays tea jazz", "drinks"]
+    modes = [SearchOptions(mode="keyword", max_results=5), SearchOptions(max_results=5)]
+
+    async def results() -> list[list[tuple[str, float]]]:
+        found = [await svc.search(key, q, o) for q in queries for o in modes]
+        return [[(e.id, round(e.score, 9)) for e in entries] for entries in found]
+
+    ranked_here: list[int] = []
+    rank_here = redis_index._rank_here
+
+    async def counted(*args, **kwargs):
+        ranked_here.append(1)
+        return await rank_here(*args, **kwargs)
+
+    monkeypatch.setattr(redis_index, "_rank_here", counted)
+    for cap in (300, 5, 2):
+        monkeypatch.setattr(retrieval, "KEYWORD_CANDIDATES", cap)
+        monkeypatch.setattr(redis_index, "RANK_HERE_FROM", 10**9)
+        by_script = await results()
+        assert not ranked_here and any(by_script)
+        monkeypatch.setattr(redis_index, "RANK_HERE_FROM", 0)
+        assert await results() == by_script
+        assert len(ranked_here) >= len(queries)
+        ranked_here.clear()
+
+    # A chosen slot whose ID is gone when read (a write freed it): the script ranks.
+    client = await svc.store._connected()
+    hmget = client.hmget
+    gone: list[str] = []
+
+    async def one_gone(name, keys, *args):
+        found = await hmget(name, keys, *args)
+        if not name.endswith(":kw:id"):  # the entries' own reads stay whole
+            return found
+        gone.append(keys[0])
+        return [None, *found[1:]]
+
+    monkeypatch.setattr(client, "hmget", one_gone)
+    assert await results() == by_script
+    assert gone
+    await svc.close()
