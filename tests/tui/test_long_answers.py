@@ -86,7 +86,9 @@ async def test_full_garbage_collections_wait_while_an_answer_streams() -> None:
 
     before = gc.get_threshold()
 
-    model = ScriptedModel([Step("one two three " * 20, delay=0.01), Step("a short answer")])
+    # 15 s of stream, stopped below: 0.6 s ran out before the check on a loaded
+    # machine (CI, 2026-12-01), and the check then saw the pause already over.
+    model = ScriptedModel([Step("one two three " * 500, delay=0.01), Step("a short answer")])
     app = MemchatApp(make_settings(), runner_factory=runner_factory(lambda: model), cursor_blink=False)
     async with app.run_test(size=SIZE) as pilot:
         await ready(pilot)
