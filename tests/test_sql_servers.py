@@ -1230,3 +1230,35 @@ async def test_a_table_made_before_vectors_is_upgraded_in_place(server_options) 
         assert hit.id == "m2" and hit.score == pytest.approx(1.0, abs=1e-5)
     rows, missing, _ = await asyncio.to_thread(_read_back, name, options)
     assert rows == before and missing == 0
+
+
+def test_a_program_outside_pytest_drops_the_tables_the_harness_gave_it(tmp_path: Path) -> None:
+    """The benchmarks reach the servers through the conformance harness; at their
+    exit the tables they were given are dropped, as pytest drops them at the end
+    of its session (a benchmark's leftover table set once turned up in CI)."""
+    options = HARNESSES["postgres"](tmp_path).options  # the machine's server is reachable
+    program = (
+        "import asyncio, pathlib, sys\n"
+        "from tests.conformance.harness import HARNESSES\n"
+        "from memchat.engine import MemoryService, UserKey\n"
+        "harness = HARNESSES['postgres'](pathlib.Path(sys.argv[1]))\n"
+        "async def main():\n"
+        "    async with MemoryService(harness.make_store(), limit=0) as svc:\n"
+        "        await svc.add(UserKey('a', 'u'), 'a memory of a benchmark')\n"
+        "asyncio.run(main())\n"
+        "print(harness.options['table'])\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    done = subprocess.run(
+        [sys.executable, "-c", program, str(tmp_path)], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    table = done.stdout.strip().splitlines()[-1]
+    target = parse_pg_dsn(options["dsn"])
+    import psycopg
+
+    with psycopg.connect(**{**target.params, "connect_timeout": 3}) as conn:
+        left = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE tablename LIKE %s", (f"{table}%",)
+        ).fetchall()
+    assert table.startswith("memchat_test_") and left == []

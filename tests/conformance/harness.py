@@ -9,6 +9,7 @@ they are.
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import os
 import re
@@ -376,7 +377,8 @@ def _chroma_cleanup() -> None:
 
 def cleanup_namespaces() -> None:
     """Delete every namespace this session handed out on a shared server
-    (the session's end: the fixture in tests/conftest.py calls it)."""
+    (the session's end: the fixture in tests/conftest.py calls it; a program
+    outside pytest, such as a benchmark, at its exit: registered below)."""
     if _REDIS_NAMESPACES:
         _redis_cleanup()
     if _SQL_TABLES:
@@ -387,6 +389,10 @@ def cleanup_namespaces() -> None:
     _SQL_TABLES.clear()
     _CHROMA_COLLECTIONS.clear()
 
+
+# The benchmarks reach the servers through these harnesses too, and used to
+# leave their tables and keys behind (a stray table set in a CI run was one).
+atexit.register(cleanup_namespaces)
 
 #: name → builder of a fresh harness. Order is the order tests run in.
 HARNESSES: dict[str, Callable[[Path], Harness]] = {
