@@ -392,7 +392,9 @@ def cleanup_namespaces() -> None:
 
 # The benchmarks reach the servers through these harnesses too, and used to
 # leave their tables and keys behind (a stray table set in a CI run was one).
-atexit.register(cleanup_namespaces)
+# Only in the process that imported this: a forked child inherits the lists.
+_OWNER = os.getpid()
+atexit.register(lambda: cleanup_namespaces() if os.getpid() == _OWNER else None)
 
 #: name → builder of a fresh harness. Order is the order tests run in.
 HARNESSES: dict[str, Callable[[Path], Harness]] = {
