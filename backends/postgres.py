@@ -46,7 +46,6 @@ from ._sql_server import ServerSQLStore, env_setting
 from ._sql_server import resolve_target as resolve_server_target
 from .base import abort_socket
 from .sql import lock_key, validate_table_name
-from .sql_index import covered_counts as _covered_counts
 
 ENV_DSN = "POSTGRES_DSN"
 #: Rows a process writes before it analyzes the tables again (or a tenth of them, if more).
@@ -371,13 +370,15 @@ class PostgresStore(ServerSQLStore):
                 if exists is None:
                     await conn.execute(sa.schema.CreateSchema(self.schema))
             await self._create_tables(conn)
-            await self._ensure_covering_postings(conn)
         known = await self._planner_rows()
         if known is not None and known < 0 and await self._holds_rows():
             await self._analyze()  # never analyzed, and nothing runs autovacuum here
             self._start_maintenance()
         else:
             self._analyzed_rows = max(known or 0, 0)
+
+    async def _upgrade_existing_tables(self, conn: AsyncConnection) -> None:
+        await self._ensure_covering_postings(conn)
 
     async def _ensure_covering_postings(self, conn: AsyncConnection) -> None:
         """Give a postings table made before the counts rode in its key's index
@@ -403,14 +404,11 @@ class PostgresStore(ServerSQLStore):
             self.location,
             postings.name,
         )
-        preparer = self.engine.dialect.identifier_preparer
-        counts = ", ".join(preparer.quote(c) for c in _covered_counts())
-        await conn.execute(
-            sa.text(
-                f"ALTER TABLE {name} DROP CONSTRAINT {preparer.quote(found.conname)}, "
-                f"ADD PRIMARY KEY (app_name, user_id, term, memory_id) INCLUDE ({counts})"
-            )
-        )
+        # The key as the table declares it (sql_index.py), in one statement with the drop.
+        key = str(sa.schema.AddConstraint(postings.primary_key).compile(dialect=self.engine.dialect))
+        added = key.split(" ADD ", 1)[1]
+        dropped = self.engine.dialect.identifier_preparer.quote(found.conname)
+        await conn.execute(sa.text(f"ALTER TABLE {name} DROP CONSTRAINT {dropped}, ADD {added}"))
 
     # -- planner statistics ---------------------------------------------------
 

@@ -279,7 +279,7 @@ async def _rank_here(
     ids = await client.hmget(keys.ids, [str(slot) for slot in slots])
     if any(memory_id is None for memory_id in ids):
         return None
-    return [m.decode() if isinstance(m, bytes) else str(m) for m in ids], cutoff
+    return list(ids), cutoff
 
 
 async def build_every_user(store: Any) -> None:

@@ -106,6 +106,11 @@ class SQLStore(SQLTables):
         if await conn.run_sync(create):
             await self._ensure_embedding_column(conn)
             await self._ensure_newest_index(conn)
+            await self._upgrade_existing_tables(conn)
+
+    async def _upgrade_existing_tables(self, conn: AsyncConnection) -> None:
+        """What a dialect brings up to date in tables an older memchat made (called
+        where table creation is serialised, only when the memories table existed)."""
 
     async def _ensure_newest_index(self, conn: AsyncConnection) -> None:
         """Add the index ``read`` walks (_sql_schema.newest_index) to a table made

@@ -28,7 +28,7 @@ re-indexes.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -53,11 +53,6 @@ INDEX_META = "keyword_index"
 MAX_TERM = 120
 _LENGTHS = ("k_content", "k_topics", "s_content", "s_topics")
 _POSTING_COUNTS = ("tf_content", "tf_topics", "content_length", "topic_length")
-
-
-def covered_counts() -> tuple[str, ...]:
-    """The postings' count columns, which PostgreSQL keeps in the key's index."""
-    return _POSTING_COUNTS
 
 
 def _posting_counts(record: IndexRecord | None) -> dict[str, tuple[int, ...]]:
@@ -382,27 +377,12 @@ class SQLKeywordIndex:
 
     def _postings(self, terms: int) -> sa.CompoundSelect[Any] | sa.Select[Any]:
         """The postings of ``terms`` terms (bound as ``term0``…), each row (the term's
-        number, memory ID, its four counts); made once per number of terms.
-
-        One branch per term, each an equality on the primary key's prefix, joined
-        by UNION ALL: a planner without table statistics (a freshly filled
-        PostgreSQL table) otherwise read every posting of the user and filtered
-        the terms (0.5 s at 10k memories)."""
-        made = self._postings_statements.get(terms)
-        if made is None:
-            t = self.terms
-            user = sa.and_(t.c.app_name == sa.bindparam("app"), t.c.user_id == sa.bindparam("user"))
-            branches = [
-                sa.select(
-                    sa.literal_column(str(i), sa.Integer).label("which"),
-                    t.c.memory_id,
-                    *(t.c[c] for c in _POSTING_COUNTS),
-                ).where(user, t.c.term == sa.bindparam(f"term{i}"))
-                for i in range(terms)
-            ]
-            made = branches[0] if terms == 1 else sa.union_all(*branches)
-            self._postings_statements[terms] = made
-        return made
+        number, memory ID, its four counts); made once per number of terms (the
+        row-by-row read, when :meth:`_packed_postings` does not add up)."""
+        t = self.terms
+        return self._per_term(
+            self._postings_statements, terms, lambda: [t.c.memory_id, *(t.c[c] for c in _POSTING_COUNTS)]
+        )
 
     def _packed_postings(self, terms: int) -> sa.CompoundSelect[Any] | sa.Select[Any]:
         """:meth:`_postings` aggregated in the server: one row per term, (the term's
@@ -410,29 +390,45 @@ class SQLKeywordIndex:
         posting's "tf << 32 | length" joined). A common term's tens of thousands of
         postings then cross to Python as three strings parsed in C, not as as many
         rows made into objects one by one (at 100k memories 3–5× faster)."""
-        made = self._packed_statements.get(terms)
-        if made is None:
+        t = self.terms
+
+        def joined(tf: str, length: str) -> Any:
+            high = sa.literal_column(str(_HIGH), sa.BigInteger)
+            packed = sa.cast(sa.cast(t.c[tf], sa.BigInteger) * high + t.c[length], sa.String)
+            return sa.func.aggregate_strings(packed, " ")
+
+        def columns() -> list[Any]:
+            return [
+                sa.func.count().label("holders"),
+                sa.func.aggregate_strings(t.c.memory_id, _ID_SEPARATOR).label("ids"),
+                joined("tf_content", "content_length").label("content"),
+                joined("tf_topics", "topic_length").label("topics"),
+            ]
+
+        return self._per_term(self._packed_statements, terms, columns)
+
+    def _per_term(
+        self, made: dict[int, Any], terms: int, columns: Callable[[], Sequence[Any]]
+    ) -> sa.CompoundSelect[Any] | sa.Select[Any]:
+        """``columns()`` of each of ``terms`` terms (bound as ``term0``…), after the
+        term's number; kept in ``made`` per number of terms.
+
+        One branch per term, each an equality on the primary key's prefix, joined
+        by UNION ALL: a planner without table statistics (a freshly filled
+        PostgreSQL table) otherwise read every posting of the user and filtered
+        the terms (0.5 s at 10k memories)."""
+        statement = made.get(terms)
+        if statement is None:
             t = self.terms
             user = sa.and_(t.c.app_name == sa.bindparam("app"), t.c.user_id == sa.bindparam("user"))
-            high = sa.literal_column(str(_HIGH), sa.BigInteger)
-
-            def joined(tf: str, length: str) -> Any:
-                packed = sa.cast(sa.cast(t.c[tf], sa.BigInteger) * high + t.c[length], sa.String)
-                return sa.func.aggregate_strings(packed, " ")
-
             branches = [
-                sa.select(
-                    sa.literal_column(str(i), sa.Integer).label("which"),
-                    sa.func.count().label("holders"),
-                    sa.func.aggregate_strings(t.c.memory_id, _ID_SEPARATOR).label("ids"),
-                    joined("tf_content", "content_length").label("content"),
-                    joined("tf_topics", "topic_length").label("topics"),
-                ).where(user, t.c.term == sa.bindparam(f"term{i}"))
+                sa.select(sa.literal_column(str(i), sa.Integer).label("which"), *columns()).where(
+                    user, t.c.term == sa.bindparam(f"term{i}")
+                )
                 for i in range(terms)
             ]
-            made = branches[0] if terms == 1 else sa.union_all(*branches)
-            self._packed_statements[terms] = made
-        return made
+            statement = made[terms] = branches[0] if terms == 1 else sa.union_all(*branches)
+        return statement
 
     async def active_counts_match(self, conn: AsyncConnection) -> bool:
         """Whether the recorded active counts add up to the table's (a writer that

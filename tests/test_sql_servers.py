@@ -563,7 +563,8 @@ async def test_postgres_reads_a_terms_postings_from_its_key_index(tmp_path: Path
             )
             return int(found.scalar() or 0)
 
-    everything = sorted(["app_name", "user_id", "term", "memory_id", *postgres._covered_counts()])
+    counts = ["tf_content", "tf_topics", "content_length", "topic_length"]
+    everything = sorted(["app_name", "user_id", "term", "memory_id", *counts])
     keyword = SearchOptions(mode="keyword")
     async with MemoryService(store) as svc:
         assert await covered(store) == everything
