@@ -132,6 +132,30 @@ async def wait_until(pilot, predicate: Callable[[], bool], timeout: float = 10.0
         await pilot.pause(0.01)
 
 
+async def settled(pilot, timeout: float = 10.0, quiet: float = 0.3) -> None:
+    """Let the app finish drawing: the screen is the same for ``quiet`` seconds.
+    On a loaded machine a layout pass can still be pending after one
+    ``pilot.pause()`` (the chat log, bottom-anchored, then sits a line off), and
+    a snapshot taken then differs from the settled one."""
+    import re
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+
+    def screen() -> str:
+        return re.sub(r"terminal-\d+", "", pilot.app.export_screenshot())
+
+    await pilot.pause()
+    last, since = screen(), loop.time()
+    while loop.time() - since < quiet:
+        if loop.time() > deadline:
+            raise AssertionError("timed out waiting for the screen to stop changing")
+        await pilot.pause(0.05)
+        now = screen()
+        if now != last:
+            last, since = now, loop.time()
+
+
 async def ready(pilot) -> MemchatApp:
     app = pilot.app
     await wait_until(pilot, lambda: app.runner is not None, what="the runner")

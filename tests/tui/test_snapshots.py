@@ -28,6 +28,7 @@ from .support import (
     ready,
     runner_factory,
     say,
+    settled,
     wait_until,
 )
 
@@ -68,6 +69,7 @@ async def seed_demo(pilot) -> None:
     await say(pilot, SEED_TELL)
     await say(pilot, "/new")
     await say(pilot, SEED_ASK)
+    await settled(pilot)
 
 
 def test_welcome(snap_compare) -> None:
@@ -93,7 +95,7 @@ def test_memory_panel_with_tombstone(snap_compare) -> None:
         await pilot.press("ctrl+b")
         await wait_until(pilot, lambda: len(app.chat.memory_panel.memory_list.entries) == 4)
         await pilot.press("down", "down")  # from the filter into the list, then the second memory
-        await pilot.pause()
+        await settled(pilot)
 
     app = make_app(make_settings(soft_delete=True))
     assert snap_compare(app, terminal_size=(120, 40), run_before=run_before)
@@ -104,7 +106,7 @@ def test_help_and_command_hint(snap_compare) -> None:
         await ready(pilot)
         await say(pilot, "/help")
         await pilot.press("slash", "s")
-        await pilot.pause()
+        await settled(pilot)
 
     assert snap_compare(make_app(), terminal_size=(100, 30), run_before=run_before)
 
@@ -117,7 +119,7 @@ def test_confirm_delete(snap_compare) -> None:
         await wait_until(pilot, lambda: len(app.chat.memory_panel.memory_list.entries) == 1)
         await pilot.press("down", "d")  # from the filter into the list; d deletes
         await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
-        await pilot.pause()
+        await settled(pilot)
 
     assert snap_compare(make_app(), terminal_size=(100, 30), run_before=run_before)
 
@@ -128,7 +130,7 @@ def test_narrow_terminal(snap_compare) -> None:
         await say(pilot, SEED_TELL)
         await pilot.press("ctrl+b")
         await wait_until(pilot, lambda: len(pilot.app.chat.memory_panel.memory_list.entries) == 1)
-        await pilot.pause()
+        await settled(pilot)
 
     assert snap_compare(make_app(), terminal_size=(80, 24), run_before=run_before)
 
@@ -142,7 +144,7 @@ def test_backend_down(snap_compare) -> None:
 
     async def run_before(pilot) -> None:
         await wait_until(pilot, lambda: app.runner_error != "")
-        await pilot.pause()
+        await settled(pilot)
 
     assert snap_compare(app, terminal_size=(100, 30), run_before=run_before)
 
@@ -169,7 +171,7 @@ def test_stopped(snap_compare) -> None:
         await _until_halted(pilot)
         await pilot.press("escape")
         await wait_until(pilot, lambda: not pilot.app.busy)
-        await pilot.pause()
+        await settled(pilot)
 
     assert snap_compare(_halting_app(), terminal_size=(100, 30), run_before=run_before)
 
@@ -184,6 +186,6 @@ def test_auto_extraction(snap_compare) -> None:
         await say(pilot, "I live in Berlin and I like jazz")
         await wait_until(pilot, lambda: len(app.chat.memory_panel.memory_list.entries) == 2)
         await wait_until(pilot, lambda: app.extracting == 0 and app.runner.extraction_pending == 0)
-        await pilot.pause()
+        await settled(pilot)
 
     assert snap_compare(make_app(make_settings(extract=True)), terminal_size=(120, 36), run_before=run_before)

@@ -235,6 +235,13 @@ class AssistantMessage(ChatMessage, Vertical):
     async def _end_text(self) -> None:
         if self._stream is not None:
             await self._stream.stop()
+            if self._markdown is not None:
+                # Lay the finished blocks out once more: on a loaded machine a snapshot
+                # once showed a streamed paragraph cut to its first line (a height kept
+                # from mid-stream, it seems; not reproduced since), with its text whole.
+                for block in self._markdown.children:
+                    block.refresh(layout=True)
+                self._markdown.refresh(layout=True)
             self._stream = None
             self._markdown = None
 
