@@ -225,7 +225,7 @@ class ChromaSearch:
             stats = await self._user_stats(key)
             matrix = self._matrices.at(key, stats.version) if stats is not None else None
             if matrix is not None and stats is not None:
-                scores = matrix.reaching(check_query(query, self.dimension), k)
+                scores = await matrix.reaching_soon(check_query(query, self.dimension), k)
                 return await self._nearest(key, stats, scores, k)
             found = await ask_the_server()
         else:

@@ -15,6 +15,7 @@ user's matrix (rows L2-normalised) is cached in the process:
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Sequence
@@ -27,6 +28,13 @@ from memchat.engine.products import matrix_times_vector
 
 #: Users whose matrices are kept in memory per store (LRU).
 MATRIX_CACHE_USERS = 8
+#: Matrix elements (memories × dimension) from which a search ranks the user's
+#: matrix in a worker thread: at 100k memories × 384 the product takes 18–30 ms,
+#: which on the event loop would freeze a TUI and hold up the search's own other
+#: half (the keyword candidates' reads and scoring, which run meanwhile; numpy
+#: lets go of the GIL in the product). Below it (about 5k memories, 1–2 ms) the
+#: thread's hand-over costs more than it frees.
+OFF_LOOP_FROM = 2_000_000
 
 
 def encode_vector(vector: Sequence[float], dimension: int) -> bytes:
@@ -104,6 +112,18 @@ class UserMatrix:
             best = list(range(len(ids)))
         best.sort(key=lambda i: (-sims[i], ids[i]))
         return [(ids[i], float(sims[i])) for i in best]
+
+    async def nearest_soon(self, query: np.ndarray, k: int) -> list[tuple[str, float]]:
+        """:meth:`nearest`, in a worker thread for a large matrix (``OFF_LOOP_FROM``)."""
+        if self.matrix.size >= OFF_LOOP_FROM:
+            return await asyncio.to_thread(self.nearest, query, k)
+        return self.nearest(query, k)
+
+    async def reaching_soon(self, query: np.ndarray, k: int) -> dict[str, float]:
+        """:meth:`reaching`, in a worker thread for a large matrix (``OFF_LOOP_FROM``)."""
+        if self.matrix.size >= OFF_LOOP_FROM:
+            return await asyncio.to_thread(self.reaching, query, k)
+        return self.reaching(query, k)
 
     def reaching(self, query: np.ndarray, k: int) -> dict[str, float]:
         """ID → cosine of the ``k`` best and of every row tied with the k-th (the

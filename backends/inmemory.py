@@ -188,7 +188,11 @@ class InMemoryStore:
             active = ((mid, vectors[mid]) for mid, e in rows.items() if not e.is_deleted and mid in vectors)
             matrix = UserMatrix.from_vectors(active, self.dimension)
             self._matrices.put(key, signature, matrix)
-        return [rows[mid].with_score(score) for mid, score in matrix.nearest(query, k) if mid in rows]
+        best = await matrix.nearest_soon(query, k)
+        # A large matrix is ranked in a thread: a write may have come meanwhile.
+        return [
+            rows[mid].with_score(score) for mid, score in best if mid in rows and not rows[mid].is_deleted
+        ]
 
     async def users(self) -> list[UserKey]:
         return sorted((k for k, rows in self._users.items() if rows), key=lambda k: (k.app, k.user))

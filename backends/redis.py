@@ -478,7 +478,7 @@ class RedisStore:
                 pairs = ((mid.decode(), blob) for mid, blob in (raw or {}).items())
                 matrix = UserMatrix.from_blobs(((m, b) for m, b in pairs if m in active), self.dimension)
                 self._matrices.put(key, signature, matrix)
-            best = matrix.nearest(query, k)
+            best = await matrix.nearest_soon(query, k)
             if not best:
                 return []
             values = await client.hmget(keys.active, [mid for mid, _ in best])

@@ -350,7 +350,7 @@ class SQLStore(SQLTables):
             ).all()
             matrix = UserMatrix.from_blobs(((r[0], r[1]) for r in rows), self.dimension)
             self._matrices.put(key, signature, matrix)
-        scores = dict(matrix.nearest(query, k))
+        scores = dict(await matrix.nearest_soon(query, k))
         return await self._fetch_scored(conn, key, scores, version)
 
     async def _fetch_scored(

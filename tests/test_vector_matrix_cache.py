@@ -73,3 +73,40 @@ async def test_own_writes_move_the_cached_matrix_along(harness) -> None:
     finally:
         await fresh.close()
     await svc.close()
+
+
+async def test_a_large_matrix_is_ranked_while_the_event_loop_runs_on() -> None:
+    """At many thousand memories the product takes tens of milliseconds: it runs in
+    a worker thread, so a TUI (or the search's keyword half) is not held up, and
+    it ranks exactly as on the loop. A small matrix is ranked at once (no hand-over)."""
+    import asyncio
+
+    import numpy as np
+
+    from backends._vectors import OFF_LOOP_FROM, UserMatrix
+
+    rng = np.random.default_rng(7)
+    dimension = 64
+    rows = OFF_LOOP_FROM // dimension + 10
+    ids = [f"m{i:06d}" for i in range(rows)]
+    vectors = rng.standard_normal((rows, dimension))
+    large = UserMatrix.from_vectors(zip(ids, vectors, strict=True), dimension)
+    small = UserMatrix.from_vectors(zip(ids[:50], vectors[:50], strict=True), dimension)
+    query = rng.standard_normal(dimension).astype(np.float32)
+    query /= np.linalg.norm(query)
+
+    async def ran_meanwhile(rank) -> tuple[bool, object]:
+        ticked = asyncio.Event()
+        ticker = asyncio.get_running_loop().call_soon(ticked.set)
+        try:
+            result = await rank
+            return ticked.is_set(), result
+        finally:
+            ticker.cancel()
+
+    moved, best = await ran_meanwhile(large.nearest_soon(query, 25))
+    assert moved and best == large.nearest(query, 25)
+    moved, reach = await ran_meanwhile(large.reaching_soon(query, 25))
+    assert moved and reach == large.reaching(query, 25)
+    moved, best = await ran_meanwhile(small.nearest_soon(query, 5))
+    assert not moved and best == small.nearest(query, 5)

@@ -295,13 +295,17 @@ class Retrieval:
         query = query.strip()
         embedder = self.embedder
         embed_tokens = getattr(embedder, "embed_tokens", None)
-        # The query's embedding (model work in a thread) and the keyword candidates
-        # (store I/O) do not depend on each other: one waits while the other runs.
-        vector, (keyword_entries, keyword_stats, keyword_scores) = await asyncio.gather(
-            self._query_vector(query),
+
+        async def nearest() -> list[Entry]:
+            return await self._dense_candidates(key, await self._query_vector(query), options)
+
+        # The query's embedding and then its nearest memories (model work and a large
+        # product in threads) and the keyword candidates (store I/O, scoring on the
+        # loop) do not depend on each other: one runs while the other waits.
+        dense, (keyword_entries, keyword_stats, keyword_scores) = await asyncio.gather(
+            nearest(),
             self._keyword_candidates(key, query, LEXICAL_SPACE, self._hybrid_keyword_depth(query, options)),
         )
-        dense = await self._dense_candidates(key, vector, options)
         depth = self._dense_depth(options)
         everything = self._filtered(options) or len(dense) < depth
         # The relevance floor measures the query's background over all the user's

@@ -173,7 +173,7 @@ class CandidatePlan:
         completeness check (:meth:`KeywordPlanner.complete`) holds by construction."""
         ids = [memory_id for memory_id, _, _ in ranked]
         depth = self.depth
-        if depth is None or depth <= 0 or len(ranked) <= depth or self.min_rank >= 0:
+        if depth is None or not self._settles(len(ranked)):  # depth: for the type checker
             return ids, cutoff
         floor = heapq.nlargest(depth, (f for _, _, f in ranked))[-1] - _FLOAT_MARGIN
         kept = [memory_id for memory_id, rank, _ in ranked if rank >= floor]
@@ -181,6 +181,10 @@ class CandidatePlan:
         if dropped:
             cutoff = max(dropped) if cutoff is None else max(cutoff, max(dropped))
         return kept, cutoff
+
+    def _settles(self, ranked: int) -> bool:
+        """Whether :meth:`settle` cuts ``ranked`` holders (else it returns them all)."""
+        return self.depth is not None and 0 < self.depth < ranked and self.min_rank < 0
 
     def choose(
         self, ids: Sequence[Any], holders: Any, which: Any, terms: Sequence[str], counts: Any
@@ -206,6 +210,8 @@ class CandidatePlan:
             cutoff: float | None = float(ranks[order[-1]])
         else:
             order, cutoff = found.tolist(), None
+        if not self._settles(len(order)):  # the floors would not be used: skip their pass
+            return [ids[s] for s in order], cutoff
         floors = self.rank_holders(holders, which, terms, counts, len(ids), phrase_bonus=False)
         return self.settle([(ids[s], float(ranks[s]), float(floors[s])) for s in order], cutoff)
 
