@@ -342,16 +342,18 @@ class SQLStore(SQLTables):
         signature: tuple[Any, ...],
         version: int | None = None,
     ) -> list[Entry]:
-        t = self.table
         matrix = self._matrices.get(key, signature)
         if matrix is None:
-            rows = (
-                await conn.execute(sa.select(t.c.memory_id, t.c.embedding).where(self._with_vector(key)))
-            ).all()
-            matrix = UserMatrix.from_blobs(((r[0], r[1]) for r in rows), self.dimension)
+            matrix = UserMatrix.from_blobs(await self._stored_vectors(conn, key), self.dimension)
             self._matrices.put(key, signature, matrix)
         scores = dict(await matrix.nearest_soon(query, k))
         return await self._fetch_scored(conn, key, scores, version)
+
+    async def _stored_vectors(self, conn: AsyncConnection, key: UserKey) -> list[tuple[str, Any]]:
+        """(memory ID, float32 bytes) of each of the user's active memories with a vector."""
+        t = self.table
+        stmt = sa.select(t.c.memory_id, t.c.embedding).where(self._with_vector(key))
+        return [(r[0], r[1]) for r in (await conn.execute(stmt)).all()]
 
     async def _fetch_scored(
         self, conn: AsyncConnection, key: UserKey, scores: dict[str, float], version: int | None = None

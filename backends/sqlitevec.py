@@ -10,9 +10,11 @@ user, written in the same transaction:
     active    integer             -- 1, or 0 for a tombstone (vec0 metadata filters avoid NULL)
     embedding float[D] distance_metric=cosine
 
-A vector store's search returns ``1 − cosine distance``. The index's
-dimension is fixed when it is created; opening it with another is one clear
-error naming both.
+Searches rank the user's vectors exactly with numpy over a matrix read from
+the index once and kept (backends/_vectors.py), as the sqlite store does:
+vec0's KNN is a scan as well, and a slower one per search at 10k memories. The
+index's dimension is fixed when it is created; opening it with another is one
+clear error naming both.
 
 Python's own ``sqlite3`` often cannot load extensions (``enable_load_extension``
 is missing, as on this project's machines): then an SQLite build that can
@@ -37,6 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memchat.engine.model import BackendError, ConfigError, Entry, UserKey
 
+from ._vectors import UserMatrix, check_query
 from .base import resolve_dimension
 from .sql import VectorChange, short_identifier
 from .sqlite import SQLiteStore
@@ -219,23 +222,36 @@ class SQLiteVecStore(SQLiteStore):
                 await conn.exec_driver_sql(f'UPDATE "{vec}" SET active = 0 WHERE key = ?', (vec_key,))
 
     async def vector_candidates(self, key: UserKey, vector: Sequence[float], k: int) -> list[Entry]:
+        """The user's nearest memories, exactly, by numpy over the user's vectors read
+        from the vec0 index: once the keyword index is ready (it keeps the user's
+        version), read at the first search and kept as the sqlite store keeps its
+        matrix (this process's writes carry it along, another's move the version).
+        vec0's own KNN is a scan as well, and at 10k memories it took about 10 ms more
+        per search than the kept matrix (benchmarks/README.md); ranking here also
+        breaks ties by ID, as every other backend does."""
         if k <= 0:
             return []
         if len(vector) != self.dimension:
             raise BackendError(f"embedding dimension mismatch: expected {self.dimension}, got {len(vector)}")
+        if self._index_ready:
+            return await super().vector_candidates(key, vector, k)
+        query = check_query(vector, self.dimension)
 
-        async def fetch(conn: AsyncConnection) -> list[Entry]:
-            rows: Sequence[Any] = (
-                await conn.exec_driver_sql(
-                    f'SELECT key, distance FROM "{self._vec_name}" WHERE embedding MATCH ? AND k = ? '
-                    "AND user_key = ? AND active = 1 ORDER BY distance",
-                    (_blob(vector), int(k), self._user_key(key)),
-                )
-            ).all()
-            scores = {json.loads(r[0])[2]: 1.0 - float(r[1]) for r in rows}
-            return await self._fetch_scored(conn, key, scores)
+        async def fetch(conn: AsyncConnection) -> list[Entry]:  # no version yet to keep a matrix at
+            matrix = UserMatrix.from_blobs(await self._stored_vectors(conn, key), self.dimension)
+            return await self._fetch_scored(conn, key, dict(await matrix.nearest_soon(query, k)))
 
         return await self._read("searching", fetch)
+
+    async def _stored_vectors(self, conn: AsyncConnection, key: UserKey) -> list[tuple[str, Any]]:
+        """The user's active vectors from the vec0 index (float32 bytes, as stored)."""
+        rows: Sequence[Any] = (
+            await conn.exec_driver_sql(
+                f'SELECT key, embedding FROM "{self._vec_name}" WHERE user_key = ? AND active = 1',
+                (self._user_key(key),),
+            )
+        ).all()
+        return [(json.loads(vec_key)[2], blob) for vec_key, blob in rows]
 
     async def vectors(self, key: UserKey, ids: Sequence[str]) -> dict[str, list[float]]:
         """The embeddings of ``ids`` that the vec0 index holds."""
@@ -303,6 +319,13 @@ class SQLiteVecStore(SQLiteStore):
 
     async def clear_vectors(self) -> None:
         vec = self._vec_name
-        await self._write_all(
-            "forgetting the old vectors", lambda conn: conn.exec_driver_sql(f'DELETE FROM "{vec}"')
-        )
+        stats = self.keyword_index.stats
+        bump = sa.update(stats).values(version=stats.c.version + 1)  # other processes' kept matrices too
+
+        async def forget(conn: AsyncConnection) -> None:
+            await conn.exec_driver_sql(f'DELETE FROM "{vec}"')
+            await conn.execute(bump)
+
+        await self._write_all("forgetting the old vectors", forget)
+        self._matrices.clear()
+        self._entries.clear()

@@ -1,4 +1,4 @@
-"""The stores that rank vectors in numpy over a cached matrix (sqlite, mysql,
+"""The stores that rank vectors in numpy over a cached matrix (sqlite, sqlitevec, mysql,
 mysqlvec's BLOB column, postgres, redis) keep each user's matrix across this process's own writes:
 a write moves the cached matrix along instead of making the next search read
 every vector again, and the ranking equals a fresh read's; another process's
@@ -31,7 +31,7 @@ WORDS = [
 ]
 
 
-@pytest.fixture(params=["sqlite", "mysql", "postgres", "redis"])
+@pytest.fixture(params=["sqlite", "sqlitevec", "mysql", "postgres", "redis"])
 def harness(request: pytest.FixtureRequest, tmp_path):
     return HARNESSES[request.param](tmp_path)
 
