@@ -39,7 +39,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memchat.engine.model import BackendError, ConfigError, Entry, UserKey
 
-from ._vectors import UserMatrix, check_query
+from ._vectors import UserMatrix
 from .base import resolve_dimension
 from .sql import VectorChange, short_identifier
 from .sqlite import SQLiteStore
@@ -221,27 +221,20 @@ class SQLiteVecStore(SQLiteStore):
             for (vec_key,) in keys:
                 await conn.exec_driver_sql(f'UPDATE "{vec}" SET active = 0 WHERE key = ?', (vec_key,))
 
-    async def vector_candidates(self, key: UserKey, vector: Sequence[float], k: int) -> list[Entry]:
+    async def _blob_candidates(self, conn: AsyncConnection, key: UserKey, query: Any, k: int) -> list[Entry]:
         """The user's nearest memories, exactly, by numpy over the user's vectors read
-        from the vec0 index: once the keyword index is ready (it keeps the user's
-        version), read at the first search and kept as the sqlite store keeps its
-        matrix (this process's writes carry it along, another's move the version).
-        vec0's own KNN is a scan as well, and at 10k memories it took about 10 ms more
-        per search than the kept matrix (benchmarks/README.md); ranking here also
-        breaks ties by ID, as every other backend does."""
-        if k <= 0:
-            return []
-        if len(vector) != self.dimension:
-            raise BackendError(f"embedding dimension mismatch: expected {self.dimension}, got {len(vector)}")
+        from the vec0 index (``_stored_vectors``): once the keyword index is ready (it
+        keeps the user's version), read at the first search and kept as the sqlite
+        store keeps its matrix (this process's writes carry it along, another's move
+        the version). vec0's own KNN is a scan as well, and at 10k memories it took
+        about 10 ms more per search than the kept matrix (benchmarks/README.md);
+        ranking here also breaks ties by ID, as every other backend does."""
         if self._index_ready:
-            return await super().vector_candidates(key, vector, k)
-        query = check_query(vector, self.dimension)
-
-        async def fetch(conn: AsyncConnection) -> list[Entry]:  # no version yet to keep a matrix at
-            matrix = UserMatrix.from_blobs(await self._stored_vectors(conn, key), self.dimension)
-            return await self._fetch_scored(conn, key, dict(await matrix.nearest_soon(query, k)))
-
-        return await self._read("searching", fetch)
+            return await super()._blob_candidates(conn, key, query, k)
+        # No version yet to keep a matrix at (the sqlite store's signature reads the
+        # rows' embedding column, which this store leaves empty): rank them once.
+        matrix = UserMatrix.from_blobs(await self._stored_vectors(conn, key), self.dimension)
+        return await self._fetch_scored(conn, key, dict(await matrix.nearest_soon(query, k)))
 
     async def _stored_vectors(self, conn: AsyncConnection, key: UserKey) -> list[tuple[str, Any]]:
         """The user's active vectors from the vec0 index (float32 bytes, as stored)."""
