@@ -12,6 +12,11 @@ from the version it started at to the one it committed, with the postings it
 removed and wrote (``PostingsCache.advance``): without that, every search after
 an add read again all postings of its terms (a common term's tens of thousands
 at 100k memories).
+
+Past ``MAX_POSTINGS`` a user's record drops the terms no search has used for
+longest, not everything: a reset made the next searches read their common
+terms again, tens of milliseconds each at 100k memories. Counts and slots are
+kept as 32-bit integers (20 bytes a posting) and widened for ranking.
 """
 
 from __future__ import annotations
@@ -25,8 +30,8 @@ import numpy as np
 
 #: Users whose postings are kept per store (LRU), as for the vector matrices.
 POSTING_CACHE_USERS = 8
-#: Postings kept per user at most (a few MB); past it the user's record starts afresh.
-MAX_POSTINGS = 500_000
+#: Postings kept per user at most (20 MB); past it the least recently used terms go.
+MAX_POSTINGS = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,12 +69,29 @@ class UserPostings:
         if new:
             slots.update(zip(new, range(len(ids), len(ids) + len(new)), strict=True))
             ids.extend(new)
-        found = np.fromiter(map(slots.__getitem__, memory_ids), dtype=np.int64, count=len(memory_ids))
-        postings = (found, np.asarray(counts, dtype=np.float64).reshape(len(memory_ids), 4))
+        found = np.fromiter(map(slots.__getitem__, memory_ids), dtype=np.int32, count=len(memory_ids))
+        postings = (found, np.asarray(counts).astype(np.int32).reshape(len(memory_ids), 4))
         if self.version == version:
+            previous = self.terms.pop(term, None)
+            if previous is not None:
+                self.size -= len(previous[0])
             self.terms[term] = postings
             self.size += len(memory_ids)
         return postings
+
+    def get(self, term: str) -> tuple[Any, Any] | None:
+        """The term's (holder slots, counts) if read at this version; a use, for
+        :meth:`trim`'s least-recently-used order."""
+        postings = self.terms.pop(term, None)
+        if postings is not None:
+            self.terms[term] = postings
+        return postings
+
+    def trim(self, limit: int) -> None:
+        """Drop the terms used longest ago until at most ``limit`` postings are kept."""
+        terms = self.terms
+        while self.size > limit and terms:
+            self.size -= len(terms.pop(next(iter(terms)))[0])
 
     def apply(self, change: PostingChange) -> None:
         """The memory's postings of the terms held here, as ``change`` left them."""
@@ -85,8 +107,8 @@ class UserPostings:
                 slot = self.slots[change.memory_id] = len(self.ids)
                 self.ids.append(change.memory_id)
             found, counts = self.terms[term]
-            row = np.asarray(change.after[term], dtype=np.float64).reshape(1, 4)
-            self.terms[term] = (np.append(found, slot), np.concatenate([counts, row]))
+            row = np.asarray(change.after[term], dtype=np.int32).reshape(1, 4)
+            self.terms[term] = (np.append(found, np.int32(slot)), np.concatenate([counts, row]))
             self.size += 1
 
     @staticmethod
@@ -94,7 +116,7 @@ class UserPostings:
         """(holder slots, term numbers, counts) of every posting of the terms whose
         (slots, counts) are ``parts``, in that order."""
         holders = np.concatenate([slots for slots, _ in parts])
-        counts = np.concatenate([rows for _, rows in parts])
+        counts = np.concatenate([rows for _, rows in parts]).astype(np.float64)
         which = np.repeat(np.arange(len(parts)), [len(slots) for slots, _ in parts])
         return holders, which, counts
 
@@ -107,10 +129,12 @@ class PostingsCache:
         self._items: OrderedDict[Hashable, UserPostings] = OrderedDict()
 
     def at(self, key: Hashable, version: int) -> UserPostings:
-        """The user's postings read at ``version`` (a new, empty record when it moved on)."""
+        """The user's postings read at ``version`` (a new, empty record when it moved
+        on), trimmed to ``MAX_POSTINGS``."""
         cached = self._items.get(key)
-        if cached is None or cached.version != version or cached.size > MAX_POSTINGS:
+        if cached is None or cached.version != version:
             cached = self._items[key] = UserPostings(version)
+        cached.trim(MAX_POSTINGS)
         self._items.move_to_end(key)
         while len(self._items) > self.users:
             self._items.popitem(last=False)

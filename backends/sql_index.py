@@ -351,7 +351,7 @@ class SQLKeywordIndex:
         known = self.postings.at(key, user.version)
         # Taken before the read: a write of this process may bring ``known`` to its
         # next version while the read is under way (slots are never reused).
-        parts = {term: known.terms[term] for term in wanted if term in known.terms}
+        parts = {term: postings for term in wanted if (postings := known.get(term)) is not None}
         missing = [term for term in wanted if term not in parts]
         if missing:
             params: dict[str, Any] = {"app": key.app, "user": key.user}

@@ -88,15 +88,7 @@ async def test_this_process_s_writes_bring_its_caches_along(harness) -> None:
     embedder = HashEmbedder()
     svc = MemoryService(store, embedder=embedder, soft_delete=True)
     other = MemoryService(harness.make_store(), embedder=embedder)
-    index = store.keyword_index
-    reads: list[int] = []
-    build = index._postings
-
-    def counting(terms: int):
-        reads.append(terms)
-        return build(terms)
-
-    index._postings = counting
+    reads = _count_posting_reads(store.keyword_index)
     queries = [f"{a} {b}" for a in WORDS for b in WORDS if a < b][:12] + WORDS
     live: list[str] = []
     deleted: list[str] = []
@@ -133,10 +125,63 @@ async def test_this_process_s_writes_bring_its_caches_along(harness) -> None:
                 words = set(query.split())
                 if words <= searched:  # read before, and carried along by every write since
                     assert len(reads) == before, (step, query)
+                elif live:  # a term never read: its postings are read now
+                    assert len(reads) > before, (step, query)
                 searched |= words
                 for options in (SEMANTIC, SearchOptions(max_results=5)):
                     mine = await svc.search(KEY, query, options)
                     assert _results(mine) == _results(await other.search(KEY, query, options)), (step, query)
+    finally:
+        await other.close()
+        await svc.close()
+
+
+def _count_posting_reads(index) -> list[int]:
+    """Every read of postings by ``index`` (packed, or row by row), as its number of terms."""
+    reads: list[int] = []
+    for name in ("_packed_postings", "_postings"):
+        build = getattr(index, name)
+
+        def counting(terms: int, build=build):
+            reads.append(terms)
+            return build(terms)
+
+        setattr(index, name, counting)
+    return reads
+
+
+async def test_past_the_cap_the_terms_searched_longest_ago_go(harness, monkeypatch) -> None:
+    """A user's cached postings are capped (``MAX_POSTINGS``); past the cap the terms
+    no search used for longest are dropped, not all of them: a term searched all
+    along is not read again (at 100k memories a common term's read costs tens of
+    milliseconds), one dropped is read again when searched, and every search
+    equals a fresh store's."""
+    from backends import _sql_postings
+
+    monkeypatch.setattr(_sql_postings, "MAX_POSTINGS", 12)  # four terms of three holders
+    store = harness.make_store()
+    svc = MemoryService(store, embedder=False)
+    other = MemoryService(harness.make_store(), embedder=False)
+    words = ["tea", "coffee", "Berlin", "cello", "marathon", "sister", "sofa"]
+    try:
+        for word in words:
+            for tail in ("in spring", "on Mondays", "with friends"):
+                await svc.add(KEY, f"{word} {tail}")
+        reads = _count_posting_reads(store.keyword_index)
+        hot, cold = words[0], words[1:]
+
+        async def search(word: str) -> int:
+            before = len(reads)
+            mine = await svc.search(KEY, word, KEYWORD)
+            assert len(mine) == 3 and _results(mine) == _results(await other.search(KEY, word, KEYWORD))
+            return len(reads) - before
+
+        assert await search(hot) == 1
+        for word in cold:
+            assert await search(word) == 1
+            assert await search(hot) == 0, word  # used all along: kept
+        assert await search(cold[0]) == 1  # used longest ago: dropped, read again
+        assert await search(cold[-1]) == 0  # used recently: kept
     finally:
         await other.close()
         await svc.close()
