@@ -277,7 +277,7 @@ class MemoryService(Retrieval):
             now = self._now()
             existing = await tx.get(mid)
             self._check_collision(existing, memory)
-            if existing is None or existing.is_deleted:
+            if self.limit and (existing is None or existing.is_deleted):
                 self._check_limit(key, await tx.count_active())
             created = existing.created_at if existing is not None else now
             entry = Entry(mid, key.app, key.user, memory, created, now)
@@ -372,7 +372,8 @@ class MemoryService(Retrieval):
                 raise MemoryNotFoundError(memory_id)
             if not entry.is_deleted:
                 return entry
-            self._check_limit(key, await tx.count_active())
+            if self.limit:
+                self._check_limit(key, await tx.count_active())
             entry = replace(entry, deleted_at=None)
             await tx.put(entry)
             return entry
