@@ -66,10 +66,15 @@ def check_query(vector: Sequence[float], dimension: int) -> np.ndarray:
 
 @dataclass(frozen=True, slots=True)
 class UserMatrix:
-    """One user's vectors: ``ids[i]`` owns row ``i`` of ``matrix`` (unit rows)."""
+    """One user's vectors: ``ids[i]`` owns row ``i`` of ``matrix`` (unit rows).
+
+    ``matrix`` may be the first rows of a larger ``buffer``: a write that only adds
+    memories fills the rows after them (:meth:`MatrixCache.advance`), which no
+    matrix handed out before covers, instead of copying every row."""
 
     ids: list[str]
     matrix: np.ndarray
+    buffer: np.ndarray | None = None
 
     @classmethod
     def from_blobs(cls, items: Iterable[tuple[str, Any]], dimension: int) -> UserMatrix:
@@ -144,6 +149,22 @@ def _normalised(matrix: np.ndarray) -> np.ndarray:
     return (matrix / np.clip(norms, 1e-12, None)).astype(np.float32, copy=False)
 
 
+def _appended(
+    rows: np.ndarray, buffer: np.ndarray | None, new_rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """``rows`` followed by ``new_rows``, and the buffer they are the first rows of.
+    Written into ``buffer`` past ``rows`` when it has room (the rows a matrix handed
+    out before covers are never written), else into a new buffer with an eighth
+    to spare: at 100k memories an add copied all 150 MB of them, 40 ms."""
+    used, more = len(rows), len(new_rows)
+    if buffer is None or rows.base is not buffer or buffer.shape[0] < used + more:
+        capacity = used + more + max(used // 8, 64)
+        buffer = np.empty((capacity, new_rows.shape[1]), dtype=np.float32)
+        buffer[:used] = rows
+    buffer[used : used + more] = new_rows
+    return buffer[: used + more], buffer
+
+
 class MatrixCache:
     """LRU of user → (signature, UserMatrix)."""
 
@@ -188,17 +209,18 @@ class MatrixCache:
         matrix = cached[1]
         ids = list(matrix.ids)
         rows = matrix.matrix
+        buffer = matrix.buffer
         gone = removals | upserts.keys()
-        keep = [i for i, memory_id in enumerate(ids) if memory_id not in gone]
-        if len(keep) != len(ids):
-            rows = rows[keep]
+        if not gone.isdisjoint(ids):
+            keep = [i for i, memory_id in enumerate(ids) if memory_id not in gone]
+            rows, buffer = rows[keep], None
             ids = [ids[i] for i in keep]
         added = [(memory_id, v) for memory_id, v in upserts.items() if memory_id not in removals]
         if added:
             new_rows = _normalised(np.stack([v for _, v in added]).astype(np.float32, copy=False))
-            rows = np.concatenate([rows, new_rows]) if len(rows) else new_rows
+            rows, buffer = _appended(rows, buffer, new_rows)
             ids += [memory_id for memory_id, _ in added]
-        self._items[key] = (after, UserMatrix(ids, rows))
+        self._items[key] = (after, UserMatrix(ids, rows, buffer))
 
     def clear(self) -> None:
         self._items.clear()
