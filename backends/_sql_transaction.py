@@ -167,10 +167,4 @@ class SQLTransaction:
         await store.write_vector(self._conn, self._key, VectorChange("remove", memory_id))
 
     async def count_active(self) -> int:
-        store = self._store
-        if store._index_ready:
-            # The statistics row, kept in this same transaction by every write (this
-            # section's own included): COUNT(*) read every row of the user, 1.2 s an
-            # add at 100k memories on MariaDB.
-            return (await store.keyword_index.signature(self._conn, self._key))[1]
-        return await store._count(self._conn, self._key, include_deleted=False)
+        return await self._store._active_count(self._conn, self._key)

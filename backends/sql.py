@@ -237,15 +237,17 @@ class SQLStore(SQLTables):
         return await self._read("reading", lambda conn: self._get(conn, key, memory_id))
 
     async def count(self, key: UserKey, *, include_deleted: bool = False) -> int:
-        if self._index_ready and not include_deleted:
-            # The index statistics' active count (one primary-key read; COUNT(*) reads every row).
-            async def active(conn: AsyncConnection) -> int:
-                return (await self.keyword_index.signature(conn, key))[1]
+        if not include_deleted:
+            return await self._read("counting", lambda conn: self._active_count(conn, key))
+        return await self._read("counting", lambda conn: self._count(conn, key, include_deleted=True))
 
-            return await self._read("counting", active)
-        return await self._read(
-            "counting", lambda conn: self._count(conn, key, include_deleted=include_deleted)
-        )
+    async def _active_count(self, conn: AsyncConnection, key: UserKey) -> int:
+        """The user's active memories as ``conn`` sees them: once the index is ready,
+        its statistics row (one primary-key read, kept by every write in its own
+        transaction); COUNT(*) reads every row of the user (1.2 s at 100k on MariaDB)."""
+        if self._index_ready:
+            return (await self.keyword_index.signature(conn, key))[1]
+        return await self._count(conn, key, include_deleted=False)
 
     async def clear(self, key: UserKey, *, deleted_at: datetime | None) -> int:
         t = self.table

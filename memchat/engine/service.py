@@ -245,9 +245,12 @@ class MemoryService(Retrieval):
         if existing is not None and self._identity(existing.memory) != self._identity(memory):
             raise MemoryIdCollisionError(existing.id)
 
-    def _check_limit(self, key: UserKey, active: int) -> None:
-        if self.limit and active >= self.limit:
-            raise MemoryLimitError(key.user, self.limit, active)
+    async def _check_limit(self, key: UserKey, tx: Transaction) -> None:
+        """Room for one more active memory (no count at all without a limit)."""
+        if self.limit:
+            active = await tx.count_active()
+            if active >= self.limit:
+                raise MemoryLimitError(key.user, self.limit, active)
 
     # -- writes ----------------------------------------------------------
 
@@ -277,8 +280,8 @@ class MemoryService(Retrieval):
             now = self._now()
             existing = await tx.get(mid)
             self._check_collision(existing, memory)
-            if self.limit and (existing is None or existing.is_deleted):
-                self._check_limit(key, await tx.count_active())
+            if existing is None or existing.is_deleted:
+                await self._check_limit(key, tx)
             created = existing.created_at if existing is not None else now
             entry = Entry(mid, key.app, key.user, memory, created, now)
             await tx.put(entry, vector)
@@ -372,8 +375,7 @@ class MemoryService(Retrieval):
                 raise MemoryNotFoundError(memory_id)
             if not entry.is_deleted:
                 return entry
-            if self.limit:
-                self._check_limit(key, await tx.count_active())
+            await self._check_limit(key, tx)
             entry = replace(entry, deleted_at=None)
             await tx.put(entry)
             return entry
