@@ -15,8 +15,10 @@ at 100k memories).
 
 Past ``MAX_POSTINGS`` a user's record drops the terms no search has used for
 longest, not everything: a reset made the next searches read their common
-terms again, tens of milliseconds each at 100k memories. Counts and slots are
-kept as 32-bit integers (20 bytes a posting) and widened for ranking.
+terms again, tens of milliseconds each at 100k memories. Counts and document
+numbers are kept as 32-bit integers (20 bytes a posting) and widened for
+ranking; the memory IDs of the document numbers a search returned are kept
+with them, so the next search that returns them does not look them up.
 """
 
 from __future__ import annotations
@@ -36,88 +38,93 @@ MAX_POSTINGS = 1_000_000
 
 @dataclass(frozen=True, slots=True)
 class PostingChange:
-    """One memory's postings (stored term → its four counts) before and after a write."""
+    """One memory's postings (stored term → its four counts) before and after a
+    write; ``doc`` is its number among the user's memories (``sql_index``)."""
 
+    doc: int
     memory_id: str
     before: Mapping[str, Sequence[int]]
     after: Mapping[str, Sequence[int]]
 
 
 class UserPostings:
-    """One user's postings of some terms at one version: each memory met has a
-    slot (``ids[slot]``), each term its holders' slots and (content tf, topic tf,
-    content length, topic length) rows."""
+    """One user's postings of some terms at one version: each term its holders'
+    document numbers and (content tf, topic tf, content length, topic length)
+    rows, and the memory IDs of the document numbers looked up so far."""
 
-    __slots__ = ("ids", "size", "slots", "terms", "version")
+    __slots__ = ("names", "size", "terms", "version")
 
     def __init__(self, version: int) -> None:
         self.version = version
-        self.ids: list[str] = []
-        self.slots: dict[str, int] = {}
         self.terms: dict[str, tuple[Any, Any]] = {}
+        #: Document number → memory ID, of those a search has named.
+        self.names: dict[int, str] = {}
         self.size = 0
 
-    def add(self, term: str, memory_ids: Sequence[str], counts: Any, version: int) -> tuple[Any, Any]:
-        """The term's postings as read at ``version`` (``counts``: one row of four per
-        holder), as (holder slots, counts). Kept only while this record is still at
-        ``version``: a write of this process may have brought it to the next one
-        while the read was under way, and the read holds none of that write."""
-        slots, ids = self.slots, self.ids
-        # Slots are only ever added: a slot names one memory for good. (Mapped with
-        # C-level loops: a common term brings tens of thousands of holders.)
-        new = [memory_id for memory_id in dict.fromkeys(memory_ids) if memory_id not in slots]
-        if new:
-            slots.update(zip(new, range(len(ids), len(ids) + len(new)), strict=True))
-            ids.extend(new)
-        found = np.fromiter(map(slots.__getitem__, memory_ids), dtype=np.int32, count=len(memory_ids))
-        postings = (found, np.asarray(counts).astype(np.int32).reshape(len(memory_ids), 4))
+    def add(self, term: str, docs: Any, counts: Any, version: int) -> tuple[Any, Any]:
+        """The term's postings as read at ``version`` (``docs``: the holders'
+        document numbers, ``counts``: one row of four per holder), as (docs,
+        counts). Kept only while this record is still at ``version``: a write of
+        this process may have brought it to the next one while the read was under
+        way, and the read holds none of that write."""
+        postings = (
+            np.asarray(docs).astype(np.int32),
+            np.asarray(counts).astype(np.int32).reshape(len(docs), 4),
+        )
         if self.version == version:
             previous = self.terms.pop(term, None)
             if previous is not None:
                 self.size -= len(previous[0])
             self.terms[term] = postings
-            self.size += len(memory_ids)
+            self.size += len(docs)
         return postings
 
     def get(self, term: str) -> tuple[Any, Any] | None:
-        """The term's (holder slots, counts) if read at this version; a use, for
+        """The term's (docs, counts) if read at this version; a use, for
         :meth:`trim`'s least-recently-used order."""
         postings = self.terms.pop(term, None)
         if postings is not None:
             self.terms[term] = postings
         return postings
 
+    def name(self, found: Mapping[int, str], version: int) -> None:
+        """Memory IDs of document numbers read at ``version`` (kept only at it)."""
+        if self.version == version:
+            self.names.update(found)
+
     def trim(self, limit: int) -> None:
         """Drop the terms used longest ago until at most ``limit`` postings are kept."""
         terms = self.terms
         while self.size > limit and terms:
             self.size -= len(terms.pop(next(iter(terms)))[0])
+        if len(self.names) > limit:
+            self.names.clear()
 
     def apply(self, change: PostingChange) -> None:
         """The memory's postings of the terms held here, as ``change`` left them."""
-        slot = self.slots.get(change.memory_id)
-        if slot is not None:
-            for term in change.before.keys() & self.terms.keys():
-                found, counts = self.terms[term]
-                keep = found != slot
-                self.terms[term] = (found[keep], counts[keep])
-                self.size -= len(found) - int(keep.sum())
+        doc = change.doc
+        for term in change.before.keys() & self.terms.keys():
+            found, counts = self.terms[term]
+            keep = found != doc
+            self.terms[term] = (found[keep], counts[keep])
+            self.size -= len(found) - int(keep.sum())
+        # A number freed by a removal may be given to the next memory added.
+        self.names.pop(doc, None)
+        if change.after:
+            self.names[doc] = change.memory_id
         for term in change.after.keys() & self.terms.keys():
-            if slot is None:
-                slot = self.slots[change.memory_id] = len(self.ids)
-                self.ids.append(change.memory_id)
             found, counts = self.terms[term]
             row = np.asarray(change.after[term], dtype=np.int32).reshape(1, 4)
-            self.terms[term] = (np.append(found, np.int32(slot)), np.concatenate([counts, row]))
+            self.terms[term] = (np.append(found, np.int32(doc)), np.concatenate([counts, row]))
             self.size += 1
 
     @staticmethod
     def columns(parts: Sequence[tuple[Any, Any]]) -> tuple[Any, Any, Any]:
-        """(holder slots, term numbers, counts) of every posting of the terms whose
-        (slots, counts) are ``parts``, in that order."""
-        holders = np.concatenate([slots for slots, _ in parts])
+        """(holder docs, term numbers, counts) of every posting of the terms whose
+        (docs, counts) are ``parts``, in that order."""
+        holders = np.concatenate([docs for docs, _ in parts])
         counts = np.concatenate([rows for _, rows in parts]).astype(np.float64)
-        which = np.repeat(np.arange(len(parts)), [len(slots) for slots, _ in parts])
+        which = np.repeat(np.arange(len(parts)), [len(docs) for docs, _ in parts])
         return holders, which, counts
 
 

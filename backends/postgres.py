@@ -377,39 +377,6 @@ class PostgresStore(ServerSQLStore):
         else:
             self._analyzed_rows = max(known or 0, 0)
 
-    async def _upgrade_existing_tables(self, conn: AsyncConnection) -> None:
-        await self._ensure_covering_postings(conn)
-
-    async def _ensure_covering_postings(self, conn: AsyncConnection) -> None:
-        """Give a postings table made before the counts rode in its key's index
-        (sql_index.py) that index: rebuilt once, under the DDL lock (about 8 s for
-        3M postings, 100k memories; a table made by this version already has it)."""
-        postings = self.keyword_index.terms
-        name = self.engine.dialect.identifier_preparer.format_table(postings)
-        found = (
-            await conn.execute(
-                sa.text(
-                    "SELECT c.conname, i.indnatts, i.indnkeyatts FROM pg_index i "
-                    "JOIN pg_constraint c ON c.conindid = i.indexrelid AND c.contype = 'p' "
-                    "WHERE i.indrelid = to_regclass(:name)"
-                ),
-                {"name": name},
-            )
-        ).first()
-        if found is None or found.indnatts > found.indnkeyatts:
-            return
-        log.info(
-            "%s backend at %s: adding the posting counts to %s's key index (once)",
-            self.name,
-            self.location,
-            postings.name,
-        )
-        # The key as the table declares it (sql_index.py), in one statement with the drop.
-        key = str(sa.schema.AddConstraint(postings.primary_key).compile(dialect=self.engine.dialect))
-        added = key.split(" ADD ", 1)[1]
-        dropped = self.engine.dialect.identifier_preparer.quote(found.conname)
-        await conn.execute(sa.text(f"ALTER TABLE {name} DROP CONSTRAINT {dropped}, ADD {added}"))
-
     # -- planner statistics ---------------------------------------------------
 
     def _after_section(self, rows: int) -> None:
@@ -473,7 +440,8 @@ class PostgresStore(ServerSQLStore):
         the pages all of whose rows every reader sees, so reading a term's postings
         stays in the key's index instead of visiting a heap page per posting). A
         failure (not the tables' owner, a busy server) only leaves them as they were."""
-        tables = [self.table, self.keyword_index.terms, self.keyword_index.stats]
+        index = self.keyword_index
+        tables = [self.table, index.terms, index.docs, index.stats]
         names = ", ".join(self.engine.dialect.identifier_preparer.format_table(t) for t in tables)
         statement = f"VACUUM (ANALYZE) {names}" if vacuum else f"ANALYZE {names}"
         try:

@@ -1,18 +1,25 @@
 """The SQL stores' inverted index for keyword search (memchat/engine/search/index.py).
 
-Two tables beside the memories table, written in the same transaction as
+Three tables beside the memories table, written in the same transaction as
 every change to a memory:
 
-* ``<table>_terms`` (app_name, user_id, term, memory_id): one row per distinct
-  term of each *active* memory (primary key = the posting list's order, so
-  "who holds these terms" and "how many hold each" are index range scans);
+* ``<table>_docs`` (app_name, user_id, doc, memory_id): each *active* memory's
+  number among its user's (the next after the user's highest, so a number
+  freed by the highest memory's removal may be given again);
+* ``<table>_doc_postings`` (app_name, user_id, term, doc, four counts): one row
+  per distinct term of each active memory (primary key = the posting list's
+  order, so "who holds these terms" is an index range scan). Numbers, not the
+  64-character memory IDs: a common term's 40k postings at 100k memories cross
+  from the server as a fifth of the text, and need no ID → slot mapping in
+  Python (the first read of such a term took 45–60 ms, most of a search's p95);
 * ``<table>_stats`` (app_name, user_id): the user's active count and the four
   length sums keyword scoring needs.
 
 A search then reads the user's statistics row (with its ``version``, bumped by
 every write), the postings of the query's terms — only those it has not read at
 that version (``_sql_postings``) —, ranks their holders in numpy
-(``CandidatePlan.choose``) and reads the rows of the best ones, instead of every
+(``CandidatePlan.choose``), names the best ones' numbers (``_docs``) and reads
+their rows, instead of every
 row of the user. The terms are the engine's (same tokenisation on every
 backend), so the ranking equals a full scan's.
 
@@ -45,7 +52,7 @@ if TYPE_CHECKING:
 
     from memchat.engine.search.candidates import KeywordPlanner
 
-__all__ = ["INDEX_META", "SQLKeywordIndex", "UserStats"]
+__all__ = ["INDEX_META", "TABLE_SUFFIXES", "SQLKeywordIndex", "UserStats"]
 
 #: Meta-table entry holding the index version this table's index was built with.
 INDEX_META = "keyword_index"
@@ -53,6 +60,11 @@ INDEX_META = "keyword_index"
 MAX_TERM = 120
 _LENGTHS = ("k_content", "k_topics", "s_content", "s_topics")
 _POSTING_COUNTS = ("tf_content", "tf_topics", "content_length", "topic_length")
+#: The layout of the tables (1: postings by memory ID; 2: by document number).
+LAYOUT = 2
+#: The tables the index keeps beside a memories table ``<name>``, as ``<name><suffix>``:
+#: this layout's, then older ones' ("_postings": layout 1, "_terms": index version 1).
+TABLE_SUFFIXES = ("_doc_postings", "_docs", "_stats", "_postings", "_terms")
 
 
 def _posting_counts(record: IndexRecord | None) -> dict[str, tuple[int, ...]]:
@@ -64,13 +76,13 @@ def _posting_counts(record: IndexRecord | None) -> dict[str, tuple[int, ...]]:
     return counts
 
 
-def _posting_rows(key: UserKey, memory_id: str, counts: Mapping[str, Sequence[int]]) -> list[dict[str, Any]]:
+def _posting_rows(key: UserKey, doc: int, counts: Mapping[str, Sequence[int]]) -> list[dict[str, Any]]:
     return [
         {
             "app_name": key.app,
             "user_id": key.user,
             "term": stored,
-            "memory_id": memory_id,
+            "doc": doc,
             **dict(zip(_POSTING_COUNTS, values, strict=True)),
         }
         for stored, values in counts.items()
@@ -88,45 +100,64 @@ class UserStats:
     lengths: tuple[int, ...]
 
 
-#: Separates the memory IDs of one term's aggregated postings: no memory ID holds a
-#: control character (engine/validation.py), and a store that does anyway is
-#: caught by the count check (``_unpack``) and read row by row.
-_ID_SEPARATOR = "\x1f"
 #: A posting's two counts of one field packed in one integer: tf << 32 | length.
 _HIGH = 1 << 32
 
 
-def _by_term(rows: Sequence[Any], terms: int) -> list[tuple[list[str], Any]]:
-    """Posting rows (term number, memory ID, four counts) as each term's
-    (memory IDs, counts array), for term numbers 0 … ``terms`` - 1."""
-    grouped: list[tuple[list[str], list[Any]]] = [([], []) for _ in range(terms)]
-    for which, memory_id, *counts in rows:
-        ids, rest = grouped[which]
-        ids.append(memory_id)
+#: Separates the (number, memory ID) pairs of aggregated names: no memory ID holds a
+#: control character (engine/validation.py), and one that does anyway is caught by
+#: the count check (``_named``) and read row by row.
+_ID_SEPARATOR = "\x1f"
+
+
+def _named(count: int, joined: str | None) -> dict[int, str] | None:
+    """Aggregated names ("doc memory_id" joined by ``_ID_SEPARATOR``) as doc → memory
+    ID; None when they do not add up to ``count``."""
+    if count == 0:
+        return {}
+    pairs = (joined or "").split(_ID_SEPARATOR)
+    if len(pairs) != count:
+        return None
+    found = {}
+    for pair in pairs:
+        doc, _, memory_id = pair.partition(" ")
+        found[int(doc)] = memory_id
+    return found
+
+
+def _by_term(rows: Sequence[Any], terms: int) -> list[tuple[Any, Any]]:
+    """Posting rows (term number, doc, four counts) as each term's (docs array,
+    counts array), for term numbers 0 … ``terms`` - 1."""
+    grouped: list[tuple[list[int], list[Any]]] = [([], []) for _ in range(terms)]
+    for which, doc, *counts in rows:
+        docs, rest = grouped[which]
+        docs.append(int(doc))
         rest.append(counts)
-    return [(ids, np.array(rest, dtype=np.float64).reshape(len(ids), 4)) for ids, rest in grouped]
+    return [
+        (np.array(docs, dtype=np.int64), np.array(rest, dtype=np.float64).reshape(len(docs), 4))
+        for docs, rest in grouped
+    ]
 
 
-def _unpack(row: Any) -> tuple[list[str], Any] | None:
-    """One term's aggregated postings (term number, holder count, memory IDs joined
-    by ``_ID_SEPARATOR``, and per field "tf << 32 | length" joined by spaces) as
-    (memory IDs, counts array); None when the parts do not add up to the count
-    (an ID holding the separator, a server that cut a long aggregate short)."""
-    _, count, joined_ids, content, topics = row
+def _unpack(row: Any) -> tuple[Any, Any] | None:
+    """One term's aggregated postings (term number, holder count, and per posting
+    "doc content topics" joined by spaces, each field's "tf << 32 | length") as
+    (docs array, counts array); None when the parts do not add up to the count
+    (a server that cut a long aggregate short)."""
+    _, count, joined = row
     count = int(count or 0)
     if count == 0:
-        return [], np.zeros((0, 4), dtype=np.float64)
-    if not joined_ids or not content or not topics:
+        return np.zeros(0, dtype=np.int64), np.zeros((0, 4), dtype=np.float64)
+    if not joined:
         return None
-    ids = joined_ids.split(_ID_SEPARATOR)
-    packed_content = np.fromstring(content, dtype=np.int64, sep=" ")
-    packed_topics = np.fromstring(topics, dtype=np.int64, sep=" ")
-    if not len(ids) == len(packed_content) == len(packed_topics) == count:
+    numbers = np.fromstring(joined, dtype=np.int64, sep=" ")
+    if len(numbers) != 3 * count:
         return None
+    numbers = numbers.reshape(count, 3)
     counts = np.empty((count, 4), dtype=np.float64)
-    counts[:, 0], counts[:, 2] = np.divmod(packed_content, _HIGH)
-    counts[:, 1], counts[:, 3] = np.divmod(packed_topics, _HIGH)
-    return ids, counts
+    counts[:, 0], counts[:, 2] = np.divmod(numbers[:, 1], _HIGH)
+    counts[:, 1], counts[:, 3] = np.divmod(numbers[:, 2], _HIGH)
+    return numbers[:, 0], counts
 
 
 def term_key(term: str) -> str:
@@ -151,15 +182,30 @@ class SQLKeywordIndex:
     ) -> None:
         self.table = table
         name = table.name
-        # "_postings" since index version 2 (the counts a store ranks by); the
-        # version-1 "_terms" table of an older memchat is left to it.
+        # Layout 2: the "_doc_postings" and "_docs" tables. The "_terms" (index
+        # version 1) and "_postings" (layout 1) tables of an older memchat are left to it.
+        self.docs = sa.Table(
+            short_identifier(f"{name}_docs"),
+            metadata,
+            sa.Column("app_name", sa.String(255), nullable=False),
+            sa.Column("user_id", sa.String(255), nullable=False),
+            sa.Column("doc", sa.Integer, nullable=False),
+            sa.Column("memory_id", sa.String(64), nullable=False),
+            sa.PrimaryKeyConstraint("app_name", "user_id", "doc"),
+            sa.Index(
+                short_identifier(f"{name}_docs_memory"), "app_name", "user_id", "memory_id", unique=True
+            ),
+            schema=schema,
+            sqlite_with_rowid=False,
+            **table_options,
+        )
         self.terms = sa.Table(
-            short_identifier(f"{name}_postings"),
+            short_identifier(f"{name}_doc_postings"),
             metadata,
             sa.Column("app_name", sa.String(255), nullable=False),
             sa.Column("user_id", sa.String(255), nullable=False),
             sa.Column("term", sa.String(128), nullable=False),
-            sa.Column("memory_id", sa.String(64), nullable=False),
+            sa.Column("doc", sa.Integer, nullable=False),
             # The term's count in the content and the topics, and the memory's two
             # lengths in the term's space: what BM25 needs to rank the holders.
             *(sa.Column(c, sa.Integer, nullable=False) for c in _POSTING_COUNTS),
@@ -167,7 +213,7 @@ class SQLKeywordIndex:
             # postings are an index-only range scan. Its heap is in write order: a
             # common term's 40k postings sat on 27k pages (160 ms against 15 ms).
             sa.PrimaryKeyConstraint(
-                "app_name", "user_id", "term", "memory_id", postgresql_include=list(_POSTING_COUNTS)
+                "app_name", "user_id", "term", "doc", postgresql_include=list(_POSTING_COUNTS)
             ),
             # No index by memory: a memory's postings are deleted by their primary
             # keys (its old terms are known), and with one a planner without table
@@ -199,6 +245,22 @@ class SQLKeywordIndex:
         self._stats_statement = sa.select(stats).where(
             stats.c.app_name == sa.bindparam("app"), stats.c.user_id == sa.bindparam("user")
         )
+        docs = self.docs
+        of_user = sa.and_(docs.c.app_name == sa.bindparam("app"), docs.c.user_id == sa.bindparam("user"))
+        self._numbers_statement = sa.select(
+            sa.select(docs.c.doc)
+            .where(of_user, docs.c.memory_id == sa.bindparam("memory_id"))
+            .scalar_subquery(),
+            sa.select(sa.func.max(docs.c.doc)).where(of_user).scalar_subquery(),
+        )
+        numbered = docs.c.doc.in_(sa.bindparam("docs", expanding=True))
+        self._names_statement = sa.select(docs.c.doc, docs.c.memory_id).where(of_user, numbered)
+        # One row, as for the postings (_packed_postings): a search names up to a few
+        # hundred numbers, and MariaDB's driver made each row an object in Python.
+        named = sa.cast(docs.c.doc, sa.String) + sa.literal_column("' '", sa.String) + docs.c.memory_id
+        self._packed_names_statement = sa.select(
+            sa.func.count(), sa.func.aggregate_strings(named, _ID_SEPARATOR)
+        ).where(of_user, numbered)
 
     def _user(self, table: sa.Table, key: UserKey) -> sa.ColumnElement[bool]:
         return sa.and_(table.c.app_name == key.app, table.c.user_id == key.user)
@@ -226,20 +288,30 @@ class SQLKeywordIndex:
         if before == after:
             return await self._add_stats(conn, key, [0, 0, 0, 0, 0], versions=versions)
         after_counts = _posting_counts(after)
-        if changes is not None:
-            changes.append(PostingChange(memory_id, _posting_counts(before), after_counts))
-        if before is not None:
-            old_terms = list(dict.fromkeys(term_key(term) for term in before.terms))
-            t = self.terms
-            for start in range(0, len(old_terms), 500):
-                chunk = old_terms[start : start + 500]
-                await conn.execute(
-                    sa.delete(t).where(self._user(t, key), t.c.term.in_(chunk), t.c.memory_id == memory_id)
-                )
-        if after is not None:
-            rows = _posting_rows(key, memory_id, after_counts)
-            if rows:  # a memory without a term ("0", "!!") still counts in the statistics
-                await conn.execute(sa.insert(self.terms), rows)
+        t, d = self.terms, self.docs
+        doc, highest = await self._numbers(conn, key, memory_id)
+        if doc is None and after is not None:
+            # Writers of a user are serialised: no other write takes this number meanwhile.
+            doc = highest + 1
+            await conn.execute(
+                sa.insert(d).values(app_name=key.app, user_id=key.user, doc=doc, memory_id=memory_id)
+            )
+        if doc is not None:
+            if changes is not None:
+                changes.append(PostingChange(doc, memory_id, _posting_counts(before), after_counts))
+            if before is not None:
+                old_terms = list(dict.fromkeys(term_key(term) for term in before.terms))
+                for start in range(0, len(old_terms), 500):
+                    chunk = old_terms[start : start + 500]
+                    await conn.execute(
+                        sa.delete(t).where(self._user(t, key), t.c.term.in_(chunk), t.c.doc == doc)
+                    )
+            if after is None:
+                await conn.execute(sa.delete(d).where(self._user(d, key), d.c.doc == doc))
+            else:
+                rows = _posting_rows(key, doc, after_counts)
+                if rows:  # a memory without a term ("0", "!!") still counts in the statistics
+                    await conn.execute(sa.insert(t), rows)
         delta = [0, 0, 0, 0, 0]
         for record, sign in ((before, -1), (after, 1)):
             if record is not None:
@@ -247,6 +319,15 @@ class SQLKeywordIndex:
                 for i, n in enumerate(record.lengths):
                     delta[i + 1] += sign * n
         return await self._add_stats(conn, key, delta, versions=versions)
+
+    async def _numbers(self, conn: AsyncConnection, key: UserKey, memory_id: str) -> tuple[int | None, int]:
+        """(the memory's document number, None without one; the user's highest, 0 for none)."""
+        row = (
+            await conn.execute(
+                self._numbers_statement, {"app": key.app, "user": key.user, "memory_id": memory_id}
+            )
+        ).one()
+        return (None if row[0] is None else int(row[0])), int(row[1] or 0)
 
     async def _add_stats(
         self,
@@ -287,6 +368,7 @@ class SQLKeywordIndex:
     async def clear(self, conn: AsyncConnection, key: UserKey) -> None:
         """The user has no active memory any more (the version moves on)."""
         await conn.execute(sa.delete(self.terms).where(self._user(self.terms, key)))
+        await conn.execute(sa.delete(self.docs).where(self._user(self.docs, key)))
         await self._add_stats(conn, key, [0, 0, 0, 0, 0], reset=True)
 
     async def user_stats(self, conn: AsyncConnection, key: UserKey) -> UserStats:
@@ -305,7 +387,9 @@ class SQLKeywordIndex:
     async def rebuild_user(self, conn: AsyncConnection, key: UserKey, entries: Sequence[Entry]) -> None:
         """Index the user's active ``entries`` from scratch."""
         await conn.execute(sa.delete(self.terms).where(self._user(self.terms, key)))
+        await conn.execute(sa.delete(self.docs).where(self._user(self.docs, key)))
         rows: list[dict[str, Any]] = []
+        numbered: list[dict[str, Any]] = []
         totals = [0, 0, 0, 0, 0]
         for entry in entries:
             if entry.is_deleted:
@@ -314,12 +398,18 @@ class SQLKeywordIndex:
             totals[0] += 1
             for i, n in enumerate(record.lengths):
                 totals[i + 1] += n
-            rows.extend(_posting_rows(key, entry.id, _posting_counts(record)))
+            doc = totals[0]
+            numbered.append({"app_name": key.app, "user_id": key.user, "doc": doc, "memory_id": entry.id})
+            rows.extend(_posting_rows(key, doc, _posting_counts(record)))
             if len(rows) >= 5000:
                 await conn.execute(sa.insert(self.terms), rows)
                 rows = []
-        if rows:
-            await conn.execute(sa.insert(self.terms), rows)
+            if len(numbered) >= 5000:
+                await conn.execute(sa.insert(self.docs), numbered)
+                numbered = []
+        for table, batch in ((self.terms, rows), (self.docs, numbered)):
+            if batch:
+                await conn.execute(sa.insert(table), batch)
         await self._add_stats(conn, key, totals, reset=True)
 
     # -- reads -------------------------------------------------------------
@@ -342,15 +432,19 @@ class SQLKeywordIndex:
         stored = {term: term_key(term) for term in terms}
         wanted = list(dict.fromkeys(stored.values()))
         if planner is None:
-            holders = sa.select(t.c.memory_id).where(self._user(t, key), t.c.term.in_(wanted))
-            return holders.distinct(), KeywordStats.of(space, count, lengths)
+            d = self.docs
+            numbers = sa.select(t.c.doc).where(self._user(t, key), t.c.term.in_(wanted))
+            matching = sa.select(d.c.memory_id).where(self._user(d, key), d.c.doc.in_(numbers))
+            return matching, KeywordStats.of(space, count, lengths)
         # The postings of the query's terms (those not read at this version yet: one
         # statement), ranked here in numpy (CandidatePlan.choose): counting each term's
         # holders and ranking them in SQL took two statements a query, the second one
         # built and evaluated afresh each time.
         known = self.postings.at(key, user.version)
         # Taken before the read: a write of this process may bring ``known`` to its
-        # next version while the read is under way (slots are never reused).
+        # next version while the read is under way (it replaces a term's arrays, never
+        # changes them; a number it frees and gives again names a memory the engine
+        # then scores as it reads it).
         parts = {term: postings for term in wanted if (postings := known.get(term)) is not None}
         missing = [term for term in wanted if term not in parts]
         if missing:
@@ -371,9 +465,37 @@ class SQLKeywordIndex:
         plan = planner.plan(stats, stored)
         if plan.min_rank < 0 and plan.depth is None and plan.limit is not None and len(holders) <= plan.limit:
             # No more postings than candidates wanted: every holder.
-            return [known.ids[slot] for slot in dict.fromkeys(holders.tolist())], stats
-        kept, cutoff = plan.choose(known.ids, holders, which, wanted, counts)
-        return kept, replace(stats, rank_cutoff=cutoff)
+            docs = list(dict.fromkeys(holders.tolist()))
+            named = await self._names(conn, key, known, docs, user.version)
+            return [named[doc] for doc in docs if doc in named], stats
+        # Ranked by document number, ties broken by it (the order of adding), as
+        # Redis breaks them by slot: only the chosen few are named.
+        chosen, cutoff = plan.choose(
+            range(int(holders.max()) + 1 if len(holders) else 0), holders, which, wanted, counts
+        )
+        docs = [int(doc) for doc in chosen]
+        named = await self._names(conn, key, known, docs, user.version)
+        # A number left unnamed was freed by a write after the statistics were read.
+        return [named[doc] for doc in docs if doc in named], replace(stats, rank_cutoff=cutoff)
+
+    async def _names(
+        self, conn: AsyncConnection, key: UserKey, known: UserPostings, docs: Sequence[int], version: int
+    ) -> dict[int, str]:
+        """The memory IDs of document numbers ``docs`` (those known, then the rest
+        read in batches of 500; a number no memory holds is left out)."""
+        names = known.names
+        named = {doc: names[doc] for doc in docs if doc in names}
+        unknown = [doc for doc in docs if doc not in named]
+        for start in range(0, len(unknown), 500):
+            params = {"app": key.app, "user": key.user, "docs": unknown[start : start + 500]}
+            count, joined = (await conn.execute(self._packed_names_statement, params)).one()
+            found = _named(int(count or 0), joined)
+            if found is None:  # an ID holding the separator: row by row
+                rows = await conn.execute(self._names_statement, params)
+                found = {int(doc): memory_id for doc, memory_id in rows}
+            named.update(found)
+            known.name(found, version)
+        return named
 
     def _postings(self, terms: int) -> sa.CompoundSelect[Any] | sa.Select[Any]:
         """The postings of ``terms`` terms (bound as ``term0``…), each row (the term's
@@ -381,28 +503,35 @@ class SQLKeywordIndex:
         row-by-row read, when :meth:`_packed_postings` does not add up)."""
         t = self.terms
         return self._per_term(
-            self._postings_statements, terms, lambda: [t.c.memory_id, *(t.c[c] for c in _POSTING_COUNTS)]
+            self._postings_statements, terms, lambda: [t.c.doc, *(t.c[c] for c in _POSTING_COUNTS)]
         )
 
     def _packed_postings(self, terms: int) -> sa.CompoundSelect[Any] | sa.Select[Any]:
         """:meth:`_postings` aggregated in the server: one row per term, (the term's
-        number, its holder count, their memory IDs joined, and per field each
-        posting's "tf << 32 | length" joined). A common term's tens of thousands of
-        postings then cross to Python as three strings parsed in C, not as as many
-        rows made into objects one by one (at 100k memories 3–5× faster)."""
+        number, its holder count, and each posting's "doc content topics" joined,
+        a field's two counts packed as "tf << 32 | length"). A common term's tens of
+        thousands of postings then cross to Python as one string parsed in C, not as
+        as many rows made into objects one by one (at 100k memories 3–5× faster);
+        one aggregate, not one per column (MariaDB: 23 ms against 42 for 40k)."""
         t = self.terms
 
-        def joined(tf: str, length: str) -> Any:
+        def packed(tf: str, length: str) -> Any:
             high = sa.literal_column(str(_HIGH), sa.BigInteger)
-            packed = sa.cast(sa.cast(t.c[tf], sa.BigInteger) * high + t.c[length], sa.String)
-            return sa.func.aggregate_strings(packed, " ")
+            return sa.cast(sa.cast(t.c[tf], sa.BigInteger) * high + t.c[length], sa.String)
 
         def columns() -> list[Any]:
+            space = sa.literal_column("' '", sa.String)
+            # ``+`` on strings: || in SQLite and PostgreSQL, concat() in MySQL.
+            posting = (
+                sa.cast(t.c.doc, sa.String)
+                + space
+                + packed("tf_content", "content_length")
+                + space
+                + packed("tf_topics", "topic_length")
+            )
             return [
                 sa.func.count().label("holders"),
-                sa.func.aggregate_strings(t.c.memory_id, _ID_SEPARATOR).label("ids"),
-                joined("tf_content", "content_length").label("content"),
-                joined("tf_topics", "topic_length").label("topics"),
+                sa.func.aggregate_strings(posting, " ").label("postings"),
             ]
 
         return self._per_term(self._packed_statements, terms, columns)
@@ -445,4 +574,4 @@ class SQLKeywordIndex:
 
     @staticmethod
     def version() -> str:
-        return str(INDEX_VERSION)
+        return f"{INDEX_VERSION}.{LAYOUT}"

@@ -84,6 +84,65 @@ async def test_a_memory_written_without_the_index_is_found_after_the_next_open(h
         await reopened.close()
 
 
+async def test_an_index_of_postings_by_memory_id_is_rebuilt_by_document_number_on_open(harness) -> None:
+    """Layout 1 of the index (postings keyed by memory ID, recorded as the bare
+    index version) is rebuilt on open with a progress line, ranking as before;
+    its table is left as it was, for an older memchat that still reads it."""
+    from memchat.engine.search.index import INDEX_VERSION
+
+    svc = MemoryService(harness.make_store())
+    for text in [*TEXTS, "Bob has a cat too", "Alice's cat sleeps on the sofa"]:
+        await svc.add(KEY, text)
+    store = svc.store
+    queries = ["cat", "Alice cat", "编程", "green tea"]
+    before = {q: await _keyword(svc, q) for q in queries}
+    async with store.engine.begin() as conn:
+        await conn.execute(sa.delete(store.keyword_index.terms))
+        await conn.execute(sa.delete(store.keyword_index.docs))
+    await store.write_meta(INDEX_META, str(INDEX_VERSION))  # what layout 1 recorded
+    await svc.close()
+
+    told = []
+    reopened = MemoryService(harness.make_store(), progress=told.append)
+    try:
+        await reopened.open()
+        indexing = [state for state in told if state.label == "indexing"]
+        assert indexing and indexing[-1].finished and indexing[-1].total == len(TEXTS) + 2
+        assert {q: await _keyword(reopened, q) for q in queries} == before
+        assert await reopened.store.read_meta(INDEX_META) == reopened.store.keyword_index.version()
+        assert before["cat"][0] != before["cat"][-1] and len(before["cat"]) == 3
+    finally:
+        await reopened.close()
+
+
+async def test_a_number_freed_by_a_removal_names_the_next_memory_added(harness) -> None:
+    """Document numbers follow the user's highest, so the number of the newest
+    memory, once it is removed, goes to the next one added: this process's kept
+    postings and names, and another process's reads, follow it."""
+    svc = MemoryService(harness.make_store())
+    for text in ["Alice has a cat", "Bob has a dog", "Carol has a cat and a dog"]:
+        await svc.add(KEY, text)
+    assert await _keyword(svc, "cat") == ["Alice has a cat", "Carol has a cat and a dog"]
+    newest = (await svc.read(KEY, 1))[0]
+    await svc.delete(KEY, newest.id)
+    await svc.add(KEY, "Dave has a dog named Cat")
+    docs = svc.store.keyword_index.docs
+    async with svc.store.engine.connect() as conn:
+        numbers = dict((await conn.execute(sa.select(docs.c.memory_id, docs.c.doc))).all())
+    assert sorted(numbers.values()) == [1, 2, 3]  # Carol's 3 went to Dave
+    expected = ["Dave has a dog named Cat", "Alice has a cat"]
+    assert sorted(await _keyword(svc, "cat")) == sorted(expected)
+    assert await _keyword(svc, "Carol") == []
+    other = MemoryService(harness.make_store())
+    try:
+        assert await _keyword(other, "cat") == await _keyword(svc, "cat")
+        assert await _keyword(other, "dog") == await _keyword(svc, "dog")
+        assert len(await _keyword(other, "dog")) == 2
+    finally:
+        await other.close()
+        await svc.close()
+
+
 def test_long_terms_are_stored_shortened_and_distinct() -> None:
     from backends.sql_index import MAX_TERM, term_key
 

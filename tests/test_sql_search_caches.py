@@ -255,8 +255,9 @@ async def test_a_write_during_a_search_s_read_leaves_no_stale_cache(harness, mon
 
 async def test_postings_that_do_not_add_up_are_read_row_by_row(harness, monkeypatch) -> None:
     """A term's postings come back joined in one aggregate; when the parts do not
-    add up to the holder count (a memory ID holding the separator, a server that cut
-    the aggregate short) the store reads them row by row and ranks the same."""
+    add up to the holder count (a server that cut the aggregate short) the store
+    reads them row by row and ranks the same; so do the memory IDs of the holders'
+    document numbers."""
     from backends import sql_index
 
     queries = ["Alice tea", "Bob", "drinks coffee", "Berlin nurse", "sister sofa marathon"]
@@ -275,13 +276,30 @@ async def test_postings_that_do_not_add_up_are_read_row_by_row(harness, monkeypa
         return by_row(self, terms)
 
     monkeypatch.setattr(sql_index.SQLKeywordIndex, "_postings", counted)
-    # These memories' IDs (hex digests) hold a "0": joined, they no longer split
-    # into as many parts as the count.
+    unpack = sql_index._unpack
+
+    def cut_short(row):  # as a server whose aggregate cap is too small does
+        which, count, joined = row
+        return unpack((which, count, joined[: len(joined) // 2] if joined else joined))
+
+    monkeypatch.setattr(sql_index, "_unpack", cut_short)
+    # The memory IDs (hex digests) hold a "0": the aggregated names of the document
+    # numbers no longer split into as many pairs as the count, and are read row by row.
     monkeypatch.setattr(sql_index, "_ID_SEPARATOR", "0")
+    named = sql_index._named
+    fell_back: list[int] = []
+
+    def counted_names(count, joined):
+        found = named(count, joined)
+        fell_back.append(found is None)
+        return found
+
+    monkeypatch.setattr(sql_index, "_named", counted_names)
     broken = MemoryService(harness.make_store(), embedder=HashEmbedder())
     async with broken:
         assert [_results(await broken.search(KEY, q, KEYWORD)) for q in queries] == expected
     assert len(rows_read) == len(queries)
+    assert fell_back and all(fell_back)
 
 
 async def test_the_limit_is_checked_without_counting_the_user_s_rows(harness, monkeypatch) -> None:

@@ -533,8 +533,7 @@ async def test_postgres_analyzes_its_tables_as_they_grow(tmp_path: Path, monkeyp
 async def test_postgres_reads_a_terms_postings_from_its_key_index(tmp_path: Path, monkeypatch) -> None:
     """A term's postings sit on as many heap pages as it has holders (the heap is in
     write order: a common term's 40k postings on 27k pages, 160 ms). So the counts
-    ride in the postings' key index (INCLUDE), a table made before that gets it on
-    open, losing nothing, and the store vacuums as it grows, so the pages are
+    ride in the postings' key index (INCLUDE), and the store vacuums as it grows, so the pages are
     marked visible to all and the read stays in the index (15 ms) even where
     autovacuum is off."""
     from backends import postgres
@@ -564,7 +563,7 @@ async def test_postgres_reads_a_terms_postings_from_its_key_index(tmp_path: Path
             return int(found.scalar() or 0)
 
     counts = ["tf_content", "tf_topics", "content_length", "topic_length"]
-    everything = sorted(["app_name", "user_id", "term", "memory_id", *counts])
+    everything = sorted(["app_name", "user_id", "term", "doc", *counts])
     keyword = SearchOptions(mode="keyword")
     async with MemoryService(store) as svc:
         assert await covered(store) == everything
@@ -573,37 +572,28 @@ async def test_postgres_reads_a_terms_postings_from_its_key_index(tmp_path: Path
         await store._analysis_done()
         assert await all_visible(store) > 0
         before = [(e.id, e.score) for e in await svc.search(KEY, "green tea", keyword)]
-    # A table of an older memchat: the key without the counts.
-    async with store.engine.begin() as conn:
-        await conn.execute(
-            sa.text(
-                f'ALTER TABLE "{postings}" DROP CONSTRAINT "{postings}_pkey", '
-                "ADD PRIMARY KEY (app_name, user_id, term, memory_id)"
-            )
-        )
-    assert await covered(store) == ["app_name", "memory_id", "term", "user_id"]
     reopened = create("postgres", **options)
     async with MemoryService(reopened) as svc:
-        assert await covered(reopened) == everything
         assert [(e.id, e.score) for e in await svc.search(KEY, "green tea", keyword)] == before
         assert len(before) == 10 and await svc.count(KEY) == 40
 
 
 async def test_a_common_terms_postings_cross_in_one_aggregate_on_every_sql_server(server_options) -> None:
-    """A common term's postings come back from the server as one row of joined
-    strings, not one row per holder: the MariaDB session's GROUP_CONCAT cap is
-    raised (its default 1 MB would cut 20k memory IDs short, and MySQL's is 1 KB)."""
+    """A common term's postings come back from the server as one row holding one
+    joined string, not one row per holder: the MariaDB session's GROUP_CONCAT cap
+    is raised (its default 1 MB would cut 40k postings short, and MySQL's is 1 KB)."""
     from backends.sql_index import _unpack
 
     name, options = server_options
     store = create(name, **options)
     index = store.keyword_index
-    holders = 20_000
+    holders = 40_000
     async with MemoryService(store) as svc:
         await svc.add(KEY, "one memory so that the tables exist")
         rows = [
-            {"app_name": KEY.app, "user_id": KEY.user, "term": "k:common", "memory_id": f"{i:064x}",
-             "tf_content": 1 + i % 3, "tf_topics": i % 2, "content_length": 5 + i % 7, "topic_length": i % 4}
+            {"app_name": KEY.app, "user_id": KEY.user, "term": "k:common", "doc": 10 + i * 7,
+             "tf_content": 1 + i % 3, "tf_topics": i % 2,
+             "content_length": 5 + i * 173 % 7_000_000, "topic_length": i % 4}
             for i in range(holders)
         ]  # fmt: skip
         async with store.engine.begin() as conn:
@@ -616,13 +606,13 @@ async def test_a_common_terms_postings_cross_in_one_aggregate_on_every_sql_serve
                 )
             ).all()
         read = {int(row[0]): _unpack(row) for row in packed}
-        assert read[1] == ([], read[1][1]) and read[1][1].shape == (0, 4)
+        assert read[1] is not None and len(read[1][0]) == 0 and read[1][1].shape == (0, 4)
         assert read[0] is not None
-        ids, counts = read[0]
-        got = dict(zip(ids, counts.tolist(), strict=True))
+        docs, counts = read[0]
+        got = dict(zip(docs.tolist(), counts.tolist(), strict=True))
         assert len(got) == holders
         assert all(
-            got[r["memory_id"]] == [r["tf_content"], r["tf_topics"], r["content_length"], r["topic_length"]]
+            got[r["doc"]] == [r["tf_content"], r["tf_topics"], r["content_length"], r["topic_length"]]
             for r in rows
         )
 
@@ -1119,9 +1109,10 @@ def _admin(name: str, target: Any, statement: str) -> None:
 
 async def _drop_tables(name: str, dsn: str, tables: list[str], schema: str | None = None) -> None:
     from backends.sql import short_identifier
+    from backends.sql_index import TABLE_SUFFIXES
 
     # Each table has its keyword index's tables beside it (backends/sql_index.py).
-    index = [short_identifier(f"{t}{suffix}") for t in tables for suffix in ("_postings", "_stats", "_terms")]
+    index = [short_identifier(f"{t}{suffix}") for t in tables for suffix in TABLE_SUFFIXES]
     if name == "mysql":
         names = ", ".join([*(f"`{t}`, `{lock_table_name(t)}`" for t in tables), *(f"`{t}`" for t in index)])
         statement, target = f"DROP TABLE IF EXISTS {names}", parse_mysql_dsn(dsn)

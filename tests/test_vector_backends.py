@@ -44,6 +44,7 @@ def _drop_mysql(tables: list[str]) -> None:
 
     from backends.mysql import lock_table_name, parse_dsn
     from backends.sql import short_identifier
+    from backends.sql_index import TABLE_SUFFIXES
 
     args = {**parse_dsn(MYSQL_DSN).connect_args()}
     args["database"] = args.pop("db")
@@ -52,9 +53,7 @@ def _drop_mysql(tables: list[str]) -> None:
         with conn.cursor() as cur:
             for t in tables:
                 # With the keyword index's tables beside it (backends/sql_index.py).
-                index = ", ".join(
-                    f"`{short_identifier(t + suffix)}`" for suffix in ("_postings", "_stats", "_terms")
-                )
+                index = ", ".join(f"`{short_identifier(t + suffix)}`" for suffix in TABLE_SUFFIXES)
                 cur.execute(f"DROP TABLE IF EXISTS `{t}`, `{lock_table_name(t)}`, {index}")
         conn.commit()
     finally:

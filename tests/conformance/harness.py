@@ -280,8 +280,8 @@ def _sql_cleanup() -> None:
                     # Each memories table has its keyword index's tables beside it
                     # (backends/sql_index.py; "_terms" is the index's version 1).
                     from backends.sql import short_identifier
+                    from backends.sql_index import TABLE_SUFFIXES as suffixes
 
-                    suffixes = ("_postings", "_stats", "_terms")
                     beside = [short_identifier(f"{t}{suffix}") for t in tables for suffix in suffixes]
                     if name in ("mysql", "mysqlvec"):
                         cur.execute("SET SESSION lock_wait_timeout = 5")
