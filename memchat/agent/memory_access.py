@@ -10,7 +10,6 @@ retrieval path.
 
 from __future__ import annotations
 
-import contextlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -72,20 +71,8 @@ class MemoryAccess:
 
     def warm_up(self) -> None:
         """Load what the first search would otherwise wait for (blocking: call it
-        in a thread): the Chinese word segmentation dictionary (about a second)
-        and its name tagger (search/bridge.py), and an offline embedding model. A
-        remote embedder has nothing to load; a failure here is left for the first
-        search to report."""
-        from memchat.engine.search import build_search_tokens, load_name_tagger
-
-        build_search_tokens("记忆预热")
-        load_name_tagger()
-        if not self._service.has_embedder:
-            return
-        with contextlib.suppress(Exception):  # the first search says what is wrong, in one sentence
-            load = getattr(self._service.embedder, "load", None)  # only offline models load
-            if callable(load):
-                load()
+        in a thread; see ``MemoryService.warm_up``)."""
+        self._service.warm_up()
 
 
 def load_backend_module(name: str) -> None:

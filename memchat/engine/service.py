@@ -438,6 +438,25 @@ class MemoryService(Retrieval):
             return lambda: None
         return auto.add_listener(listener)
 
+    # -- first use -------------------------------------------------------
+
+    def warm_up(self) -> None:
+        """Load what the first search would otherwise wait for (blocking: call it
+        in a thread): the Chinese word segmentation dictionary (about a second)
+        and its name tagger (search/bridge.py), and an offline embedding model. A
+        remote embedder has nothing to load; a failure here is left for the first
+        search to report."""
+        import contextlib
+
+        keyword.build_search_tokens("记忆预热")
+        keyword.load_name_tagger()
+        if not self.has_embedder:
+            return
+        with contextlib.suppress(Exception):  # the first search says what is wrong, in one sentence
+            load = getattr(self.embedder, "load", None)  # only offline models load
+            if callable(load):
+                load()
+
     # -- tools -----------------------------------------------------------
 
     def tools(self) -> list[Tool]:

@@ -8,12 +8,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+import threading
+import time
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from memchat.engine import UserKey
 
 if TYPE_CHECKING:
+    from memchat.engine import MemoryService
     from memchat.settings import Settings
 
     from .tokens import TokenStore
@@ -23,6 +26,26 @@ log = logging.getLogger("memchat.mcp")
 
 def _say(line: str) -> None:
     print(f"memchat mcp: {line}", file=sys.stderr, flush=True)
+
+
+def start_warm_up(service: MemoryService) -> threading.Thread:
+    """Load what the first search needs (the Chinese word segmentation dictionary,
+    an offline embedding model: about a second) in a daemon thread now, so a
+    client's first search does not wait for it; says so on stderr when done."""
+
+    def run() -> None:
+        started = time.perf_counter()
+        try:
+            service.warm_up()
+        except Exception as exc:  # the first search says what is wrong, in one sentence
+            log.debug("warm-up failed: %s", exc)
+            return
+        model = " and the embedding model" if service.has_embedder else ""
+        _say(f"search ready: word segmentation{model} loaded in {time.perf_counter() - started:.1f} s")
+
+    thread = threading.Thread(target=run, name="memchat-warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 def configure_logging() -> None:
@@ -60,6 +83,7 @@ async def run_stdio(settings: Settings) -> None:
     key = UserKey(settings.app, settings.user)
     async with create_service(mcp_settings(settings), progress=ProgressPrinter(sys.stderr)) as service:
         await service.open()  # a backend that is down is one line now, not an error per call
+        start_warm_up(service)
         mcp = MemoryMCP(service, key=key)
         _say(
             f"serving {len(mcp.tools)} tools ({', '.join(mcp.tools)}) on stdio for user {key.user!r} "
@@ -85,6 +109,7 @@ async def run_http(settings: Settings, host: str, port: int, tokens: TokenStore)
     count = len(tokens.records())  # a damaged token file stops the start with one line
     async with create_service(mcp_settings(settings), progress=ProgressPrinter(sys.stderr)) as service:
         await service.open()
+        start_warm_up(service)
         mcp = MemoryMCP(service)
 
         def ready(url: str) -> None:

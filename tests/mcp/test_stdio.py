@@ -80,6 +80,26 @@ async def test_search_ranks_by_meaning_as_the_chat_does(stdio, tmp_path) -> None
     assert hits and hits[0]["memory"] == "User has a cat named Tom"
 
 
+async def test_loads_what_the_first_search_needs_before_a_client_asks(stdio, tmp_path) -> None:
+    """Without the chat's warm-up the first Chinese search waited about a second
+    for the word segmentation dictionary and the model: the server loads them as
+    it starts, says so on stderr, and the first search finds by meaning."""
+    from .support import STDERR_NAME
+
+    log = tmp_path / STDERR_NAME
+    async with stdio("--memory", "sqlite") as client:
+        for _ in range(600):  # before any search: the server loads them unasked
+            if "search ready" in log.read_text():
+                break
+            await asyncio.sleep(0.1)
+        ready = [line for line in log.read_text().splitlines() if "search ready" in line]
+        assert ready and "word segmentation and the embedding model loaded in" in ready[0]
+        await client.call_tool("memory_add", {"memory": "用户养了一只叫汤姆的猫"})
+        await client.call_tool("memory_add", {"memory": "用户在里昂当牙医"})
+        hits = payload(await client.call_tool("memory_search", {"query": "他有宠物吗？"}))["results"]
+    assert hits and hits[0]["memory"] == "用户养了一只叫汤姆的猫"
+
+
 BAD_CALLS = [
     ("memory_teleport", {"memory": "x"}),
     ("memory_add", {"memory": 42}),
