@@ -468,15 +468,17 @@ class SQLKeywordIndex:
             docs = list(dict.fromkeys(holders.tolist()))
             named = await self._names(conn, key, known, docs, user.version)
             return [named[doc] for doc in docs if doc in named], stats
-        # Ranked by document number, ties broken by it (the order of adding), as
-        # Redis breaks them by slot: only the chosen few are named.
-        chosen, cutoff = plan.choose(
-            range(int(holders.max()) + 1 if len(holders) else 0), holders, which, wanted, counts
-        )
-        docs = [int(doc) for doc in chosen]
-        named = await self._names(conn, key, known, docs, user.version)
-        # A number left unnamed was freed by a write after the statistics were read.
-        return [named[doc] for doc in docs if doc in named], replace(stats, rank_cutoff=cutoff)
+        if not len(holders):
+            return [], stats
+        ranks = plan.rank_holders(holders, which, wanted, counts, int(holders.max()) + 1)
+        # Ties are broken by memory ID, as on every store: the contenders are named first.
+        contenders = plan.contenders(ranks)[0].tolist()
+        named = await self._names(conn, key, known, contenders, user.version)
+        unnamed = [doc for doc in contenders if doc not in named]
+        if unnamed:  # freed by a write after the statistics were read: not a candidate
+            ranks[unnamed] = 0.0
+        kept, cutoff = plan.choose(named, holders, which, wanted, counts, ranks=ranks)
+        return kept, replace(stats, rank_cutoff=cutoff)
 
     async def _names(
         self, conn: AsyncConnection, key: UserKey, known: UserPostings, docs: Sequence[int], version: int

@@ -187,33 +187,50 @@ class CandidatePlan:
         return self.depth is not None and 0 < self.depth < ranked and self.min_rank < 0
 
     def choose(
-        self, ids: Sequence[Any], holders: Any, which: Any, terms: Sequence[str], counts: Any
+        self,
+        ids: Sequence[Any] | Mapping[int, Any],
+        holders: Any,
+        which: Any,
+        terms: Sequence[str],
+        counts: Any,
+        *,
+        ranks: Any = None,
     ) -> tuple[list[str], float | None]:
         """What a store returns from the postings of the query's terms, ranked here
         (numpy) rather than in the store: posting ``i`` is memory ``ids[holders[i]]`` (an ID
         string; None for a free slot that no posting names)
         holding ``terms[which[i]]`` with ``counts[i]`` (see :meth:`rank_holders`).
+        ``ids`` may be a mapping naming only the :meth:`contenders` of ``ranks``
+        (the holders' ranks, made here when not given).
         Returns (memory IDs, cutoff) as :meth:`settle` does: the best ``limit`` by
         rank, ties by memory ID (the order the SQL stores used to rank in), of those
         ranked at least ``min_rank``, cut to what can reach the top ``depth``."""
         if not len(holders):
             return [], None
-        ranks = self.rank_holders(holders, which, terms, counts, len(ids))
-        found = np.flatnonzero(ranks > 0)
-        if self.min_rank >= 0:
-            found = found[ranks[found] >= self.min_rank]
-        if self.limit is not None and len(found) > self.limit:
-            # Every holder at least as good as the limit-th, then sorted and cut.
-            threshold = np.partition(ranks[found], len(found) - self.limit)[len(found) - self.limit]
-            best = found[ranks[found] >= threshold].tolist()
-            order = sorted(best, key=lambda s: (-ranks[s], ids[s]))[: self.limit]
+        if ranks is None:
+            ranks = self.rank_holders(holders, which, terms, counts, len(ids))
+        found, limited = self.contenders(ranks)
+        if limited:
+            order = sorted(found.tolist(), key=lambda s: (-ranks[s], ids[s]))[: self.limit]
             cutoff: float | None = float(ranks[order[-1]])
         else:
             order, cutoff = found.tolist(), None
         if not self._settles(len(order)):  # the floors would not be used: skip their pass
             return [ids[s] for s in order], cutoff
-        floors = self.rank_holders(holders, which, terms, counts, len(ids), phrase_bonus=False)
+        floors = self.rank_holders(holders, which, terms, counts, len(ranks), phrase_bonus=False)
         return self.settle([(ids[s], float(ranks[s]), float(floors[s])) for s in order], cutoff)
+
+    def contenders(self, ranks: Any) -> tuple[Any, bool]:
+        """The holders (indexes into ``ranks``) :meth:`choose` orders by rank and memory
+        ID: every one ranked above 0 (and at least ``min_rank``), or, past ``limit`` of
+        them, each at least as good as the limit-th (True: the limit cuts them)."""
+        found = np.flatnonzero(ranks > 0)
+        if self.min_rank >= 0:
+            found = found[ranks[found] >= self.min_rank]
+        if self.limit is not None and len(found) > self.limit:
+            threshold = np.partition(ranks[found], len(found) - self.limit)[len(found) - self.limit]
+            return found[ranks[found] >= threshold], True
+        return found, False
 
     def best(self, ranks: Iterable[tuple[str, float]]) -> tuple[list[str], float | None]:
         """The memory IDs a store returns from (ID, rank) pairs, and the cutoff
