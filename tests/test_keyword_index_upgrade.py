@@ -32,6 +32,14 @@ async def _postings(store) -> int:
         return (await conn.execute(count)).scalar()
 
 
+async def _reopened_indexing(harness) -> tuple[MemoryService, list]:
+    """The store opened again, and the indexing progress it reported on the way."""
+    told: list = []
+    reopened = MemoryService(harness.make_store(), progress=told.append)
+    await reopened.open()
+    return reopened, [state for state in told if state.label == "indexing"]
+
+
 async def test_a_table_made_before_the_index_is_indexed_on_open(harness) -> None:
     svc = MemoryService(harness.make_store())
     for text in TEXTS:
@@ -45,12 +53,9 @@ async def test_a_table_made_before_the_index_is_indexed_on_open(harness) -> None
         await conn.execute(sa.delete(meta).where(meta.c.name == store._meta_name(INDEX_META)))
     await svc.close()
 
-    told = []
-    reopened = MemoryService(harness.make_store(), progress=told.append)
+    reopened, indexing = await _reopened_indexing(harness)
     try:
-        await reopened.open()
         # A progress line, as for filling in vectors: from 0 to every active memory.
-        indexing = [state for state in told if state.label == "indexing"]
         assert indexing[0].done == 0 and indexing[-1].finished and indexing[-1].total == len(TEXTS)
         assert indexing[-1].message() == f"Indexing {len(TEXTS)} memories for keyword search… 100%"
         assert reopened.store._index_ready
@@ -102,11 +107,8 @@ async def test_an_index_of_postings_by_memory_id_is_rebuilt_by_document_number_o
     await store.write_meta(INDEX_META, str(INDEX_VERSION))  # what layout 1 recorded
     await svc.close()
 
-    told = []
-    reopened = MemoryService(harness.make_store(), progress=told.append)
+    reopened, indexing = await _reopened_indexing(harness)
     try:
-        await reopened.open()
-        indexing = [state for state in told if state.label == "indexing"]
         assert indexing and indexing[-1].finished and indexing[-1].total == len(TEXTS) + 2
         assert {q: await _keyword(reopened, q) for q in queries} == before
         assert await reopened.store.read_meta(INDEX_META) == reopened.store.keyword_index.version()
