@@ -98,3 +98,38 @@ asyncio.run(main())
 """
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert done.stdout.split() == ["True", "False"], done.stderr
+
+
+async def test_a_bridged_search_that_fails_stops_its_other_half(monkeypatch) -> None:
+    """The question as asked and the question about the person run together: when
+    one fails, the caller gets that error and the other is not left running."""
+    import asyncio
+
+    from backends import create
+    from memchat.engine import NO_EMBEDDER, MemoryService, UserKey
+    from memchat.engine.model import BackendError
+
+    svc = MemoryService(create("inmemory"), embedder=NO_EMBEDDER)
+    await svc.open()
+    asked = asyncio.Event()
+    cancelled = asyncio.Event()
+
+    async def slow_ranked(*args, **kwargs):
+        asked.set()
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return []
+
+    async def failing_holders(*args, **kwargs):
+        await asked.wait()
+        raise BackendError("the memory store stopped answering")
+
+    monkeypatch.setattr(svc, "_ranked", slow_ranked)
+    monkeypatch.setattr(svc, "_holders", failing_holders)
+    with pytest.raises(BackendError, match="stopped answering"):
+        await asyncio.wait_for(svc.search(UserKey("app", "user"), "How many dogs does my sister have?"), 5)
+    assert cancelled.is_set()
+    await svc.close()
