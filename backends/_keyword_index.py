@@ -4,7 +4,6 @@ memchat/engine/search/index.py): what the in-memory store keeps per user."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -104,5 +103,5 @@ class UserKeywordIndex:
         holders = np.concatenate([slots for slots, _ in columns])
         counts = np.concatenate([c for _, c in columns])
         which = np.repeat(np.arange(len(held)), [len(slots) for slots, _ in columns])
-        kept, cutoff = plan.choose(self.ids, holders, which, held, counts)
-        return kept, replace(stats, rank_cutoff=cutoff)
+        chosen = plan.choose(self.ids, holders, which, held, counts)
+        return chosen.ids, chosen.stats(stats)

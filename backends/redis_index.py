@@ -35,13 +35,13 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from redis.client import NEVER_DECODE
 
 from memchat.engine.model import Entry, UserKey
+from memchat.engine.search.candidates import Chosen
 from memchat.engine.search.index import IndexRecord, KeywordStats, index_record
 from memchat.engine.vectors import IndexingProgress, report_progress
 
@@ -242,27 +242,27 @@ async def lookup(
     if not held:
         return [], stats
     if sum(df[term] for term in held) >= RANK_HERE_FROM:
-        found = await _rank_here(client, keys, plan, held)
-        if found is not None:
-            ids, cutoff = found
-            return ids, replace(stats, rank_cutoff=cutoff)
+        chosen = await _rank_here(client, keys, plan, held)
+        if chosen is not None:
+            return chosen.ids, chosen.stats(stats)
     reply = await client.eval(RANK_SCRIPT, len(held) + 1, *postings, keys.ids, *_script_args(plan, held))
     # The script returns its best in no order: best first here, ties by ID.
     rows = zip(reply[0::3], reply[1::3], reply[2::3], strict=True)
     ranked = sorted(((str(i), float(r), float(f)) for i, r, f in rows), key=lambda row: (-row[1], row[0]))
-    cutoff = ranked[-1][1] if plan.limit is not None and len(ranked) >= plan.limit else None
-    ids, cutoff = plan.settle(ranked, cutoff)
-    return ids, replace(stats, rank_cutoff=cutoff)
+    limited = plan.limit is not None and len(ranked) >= plan.limit
+    cutoff, cutoff_id = (ranked[-1][1], ranked[-1][0]) if limited else (None, None)
+    chosen = plan.settle(ranked, cutoff, cutoff_id)
+    return chosen.ids, chosen.stats(stats)
 
 
 async def _rank_here(
     client: Any, keys: IndexKeys, plan: CandidatePlan, terms: Sequence[str]
-) -> tuple[list[str], float | None] | None:
-    """The best-ranked holders of ``terms`` (as the rank script returns them, ties
-    by slot rather than by ID), ranked in numpy in this process: the packed
-    postings cross as they are stored (20 bytes a holder) and only the chosen
-    slots' IDs are read. None when the index moved between the two reads (a
-    write gave a chosen slot to another memory): the caller ranks in Redis."""
+) -> Chosen | None:
+    """The best-ranked holders of ``terms``, as the rank script chooses them (ties
+    by ID), ranked in numpy in this process: the packed postings cross as they are
+    stored (20 bytes a holder) and only the IDs of the holders that can reach the
+    limit are read. None when the index moved between the two reads (a write
+    freed one of those slots): the caller ranks in Redis."""
     # One script, so the terms are read as one state; its reply undecoded (bytes).
     blobs = await client.execute_command(
         "EVAL", POSTINGS_SCRIPT, len(terms), *(keys.term(t) for t in terms), **{NEVER_DECODE: []}
@@ -272,14 +272,18 @@ async def _rank_here(
     holders = records[:, 0].astype(np.int64)
     which = np.repeat(np.arange(len(parts)), [len(part) for part in parts])
     size = int(holders.max()) + 1 if len(holders) else 0
-    # The slot numbers stand in for the IDs: choose ranks ties by them.
-    slots, cutoff = plan.choose(range(size), holders, which, terms, records[:, 1:].astype(np.float64))
-    if not slots:
-        return [], cutoff
-    ids = await client.hmget(keys.ids, [str(slot) for slot in slots])
-    if any(memory_id is None for memory_id in ids):
+    counts = records[:, 1:].astype(np.float64)
+    ranks = plan.rank_holders(holders, which, terms, counts, size)
+    # Ties are cut by memory ID, as the script and every store cut them: the
+    # holders that can reach the limit are named first.
+    contenders = plan.contenders(ranks)[0].tolist()
+    if not contenders:
+        return Chosen([], None)
+    names = await client.hmget(keys.ids, [str(slot) for slot in contenders])
+    if any(memory_id is None for memory_id in names):
         return None
-    return list(ids), cutoff
+    named = dict(zip(contenders, names, strict=True))
+    return plan.choose(named, holders, which, terms, counts, ranks=ranks)
 
 
 async def build_every_user(store: Any) -> None:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -477,8 +477,8 @@ class SQLKeywordIndex:
         unnamed = [doc for doc in contenders if doc not in named]
         if unnamed:  # freed by a write after the statistics were read: not a candidate
             ranks[unnamed] = 0.0
-        kept, cutoff = plan.choose(named, holders, which, wanted, counts, ranks=ranks)
-        return kept, replace(stats, rank_cutoff=cutoff)
+        chosen = plan.choose(named, holders, which, wanted, counts, ranks=ranks)
+        return chosen.ids, chosen.stats(stats)
 
     async def _names(
         self, conn: AsyncConnection, key: UserKey, known: UserPostings, docs: Sequence[int], version: int

@@ -191,7 +191,7 @@ class Retrieval:
         return [entry for score, entry in ranked[:BRIDGE_HOLDERS] if score > 0]
 
     async def _keyword_candidates(
-        self, key: UserKey, query: str, space: str, depth: int | None = None
+        self, key: UserKey, query: str, space: str, depth: int | None = None, *, settle: bool = True
     ) -> tuple[list[Entry], KeywordStats | None, list[float] | None]:
         """What keyword scoring reads: from a store that keeps an inverted index
         (search/index.py), the memories holding a query term and the collection's
@@ -202,7 +202,8 @@ class Retrieval:
         ``depth``: the caller ranks only the best ``depth`` (None: all of them), so
         the store may return just its best-ranked holders (search/candidates.py);
         when those cannot be shown to hold the true best ``depth``, it is asked again
-        for every holder that still could."""
+        for every holder that still could (without ``settle``, the caller decides:
+        :meth:`_wider_keyword_candidates`)."""
         store = self.store
         if store.capabilities.native_keyword_search:
             index = cast("KeywordIndexStore", store)
@@ -216,11 +217,20 @@ class Retrieval:
                     return found, stats, None
                 scorer = keyword.score_entries if space == KEYWORD_SPACE else keyword.lexical_scores
                 scores = scorer(found, query, stats)
-                if planner.complete(scores, stats, depth):
+                if not settle or planner.complete(scores, stats, depth):
                     return found, stats, scores
-                wider = planner.below(scores, depth)
-                return (*await index.indexed_keyword_candidates(key, space, terms, wider), None)
+                return await self._wider_keyword_candidates(key, query, space, scores, depth)
         return await store.keyword_candidates(key, query), None, None
+
+    async def _wider_keyword_candidates(
+        self, key: UserKey, query: str, space: str, scores: Sequence[float], depth: int
+    ) -> tuple[list[Entry], KeywordStats | None, list[float] | None]:
+        """Every holder of a query term that could still beat the depth-th best of
+        ``scores`` (the exact scores of the store's first, bounded answer)."""
+        index = cast("KeywordIndexStore", self.store)
+        terms: Sequence[str] = query_terms(query, space) or []
+        wider = KeywordPlanner(query, space, None, depth).below(scores, depth)
+        return (*await index.indexed_keyword_candidates(key, space, terms, wider), None)
 
     def _hybrid_keyword_depth(self, query: str, options: SearchOptions) -> int | None:
         """How many of the best keyword candidates hybrid search needs: those it may
@@ -316,8 +326,6 @@ class Retrieval:
 
     async def _hybrid_search(self, key: UserKey, query: str, options: SearchOptions) -> list[Entry]:
         query = query.strip()
-        embedder = self.embedder
-        embed_tokens = getattr(embedder, "embed_tokens", None)
 
         async def nearest() -> list[Entry]:
             return await self._dense_candidates(key, await self._query_vector(query), options)
@@ -325,10 +333,50 @@ class Retrieval:
         # The query's embedding and then its nearest memories (model work and a large
         # product in threads) and the keyword candidates (store I/O, scoring on the
         # loop) do not depend on each other: one runs while the other waits.
+        keyword_depth = self._hybrid_keyword_depth(query, options)
         dense, (keyword_entries, keyword_stats, keyword_scores) = await _together(
             nearest(),
-            self._keyword_candidates(key, query, LEXICAL_SPACE, self._hybrid_keyword_depth(query, options)),
+            self._keyword_candidates(key, query, LEXICAL_SPACE, keyword_depth, settle=False),
         )
+        ranking = await self._hybrid_ranking(
+            key, query, options, dense, keyword_entries, keyword_stats, keyword_scores
+        )
+        results = ranking.results(options, default_max=self.max_results)
+        if (
+            keyword_depth is None
+            or keyword_scores is None
+            or KeywordPlanner.complete(keyword_scores, keyword_stats, keyword_depth)
+        ):
+            return results
+        # The store's first answer may leave out holders scoring as its last one (its
+        # cutoff): the generator's templated texts tie hundreds of memories there, and
+        # asking for every one of them was the slowest part of a search at 100k. They
+        # are asked for only when one of them could reach the re-rank or the results.
+        assert keyword_stats is not None and keyword_stats.rank_cutoff is not None  # not complete
+        limit = options.max_results if options.max_results > 0 else self.max_results
+        if ranking.shuts_out(results, options, keyword_stats.rank_cutoff, keyword_stats.cutoff_id, limit):
+            return results
+        keyword_entries, keyword_stats, keyword_scores = await self._wider_keyword_candidates(
+            key, query, LEXICAL_SPACE, keyword_scores, keyword_depth
+        )
+        ranking = await self._hybrid_ranking(
+            key, query, options, dense, keyword_entries, keyword_stats, keyword_scores
+        )
+        return ranking.results(options, default_max=self.max_results)
+
+    async def _hybrid_ranking(
+        self,
+        key: UserKey,
+        query: str,
+        options: SearchOptions,
+        dense: list[Entry],
+        keyword_entries: list[Entry],
+        keyword_stats: KeywordStats | None,
+        keyword_scores: list[float] | None,
+    ) -> keyword.HybridRanking:
+        """Dense and keyword candidates fused, the best re-ranked by token similarity."""
+        embedder = self.embedder
+        embed_tokens = getattr(embedder, "embed_tokens", None)
         depth = self._dense_depth(options)
         everything = self._filtered(options) or len(dense) < depth
         # The relevance floor measures the query's background over all the user's
@@ -355,4 +403,4 @@ class Retrieval:
                 ranking.set_token_similarities(
                     {entry.id: value for entry, value in zip(targets, similarities, strict=True)}
                 )
-        return ranking.results(options, default_max=self.max_results)
+        return ranking

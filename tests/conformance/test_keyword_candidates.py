@@ -75,6 +75,8 @@ async def test_the_store_returns_the_best_ranked_holders(make_service) -> None:
             assert len(found) == 5, (space, query)
             assert {e.id for e in found} == set(best), (space, query)
             assert stats.rank_cutoff == pytest.approx(ranks[best[-1]], abs=1e-9)
+            # Ties at the cutoff are cut by ID: one left out there sorts after this.
+            assert stats.cutoff_id == best[-1], (space, query)
 
 
 async def test_search_results_do_not_change_when_the_store_returns_few_candidates(
@@ -124,3 +126,41 @@ async def test_told_how_many_the_engine_ranks_the_store_returns_only_those_that_
             else:
                 assert len(found) == len(full), (space, query)
     assert trimmed > 0  # "tea" alone has 16 holders, three of them can make it
+
+
+async def test_hybrid_search_over_tied_holders_ranks_like_the_full_scan_in_one_pass(
+    make_service, monkeypatch
+) -> None:
+    """A hundred and twenty memories say the same thing ("… #7"): their keyword
+    scores tie exactly, and the store's first answer (the 100 hybrid search needs,
+    ties cut by memory ID) leaves twenty of them out. None of those could reach the
+    re-rank or the results, so the search does not ask the store again for every
+    holder at that score, and ranks as the full scan does."""
+    import memchat.engine.retrieval as service_module
+    from tests.conformance.test_vectors import HashEmbedder
+
+    svc = make_service(embedder=HashEmbedder(), limit=0)
+    for i in range(120):
+        await svc.add(KEY, f"Drinks green tea after lunch #{i}")
+    for i, subject in enumerate(["coffee", "the piano", "chess", "Berlin", "running", "jazz"]):
+        await svc.add(KEY, f"Talks about {subject} with the team #{i}")
+    if not svc.store.capabilities.native_keyword_search:
+        return  # every memory is a candidate: nothing is left out
+    options = SearchOptions(max_results=10)
+    monkeypatch.setattr(service_module, "KEYWORD_CANDIDATES", 10**9)
+    full = [(e.id, round(e.score or 0.0, 9)) for e in await svc.search(KEY, "green tea", options)]
+
+    store = svc.store
+    asked: list[object] = []
+    lookup = store.indexed_keyword_candidates
+
+    async def counted(*args, **kwargs):
+        found, stats = await lookup(*args, **kwargs)
+        asked.append(stats.rank_cutoff if stats is not None else None)
+        return found, stats
+
+    monkeypatch.setattr(store, "indexed_keyword_candidates", counted)
+    monkeypatch.setattr(service_module, "KEYWORD_CANDIDATES", 2)  # the limit is then the 100 hybrid needs
+    bounded = [(e.id, round(e.score or 0.0, 9)) for e in await svc.search(KEY, "green tea", options)]
+    assert bounded == full
+    assert len(asked) == 1 and asked[0] is not None  # one answer, and it left holders out

@@ -23,6 +23,14 @@ exact; otherwise the engine asks again
 for every holder ranked at least that k-th best score
 (:meth:`KeywordPlanner.below`). The ranking so never changes; only the work does.
 
+Ties at the limit are cut by memory ID on every store, and the store says which
+holder was the last it returned at the cutoff (:class:`Chosen`): one left out
+there sorts after it. Hybrid search orders its candidates by score, then ID, so
+when the k-th best score merely equals the cutoff (templated memories tie by
+the hundred) it checks after ranking whether a holder left out could have
+reached its re-rank or its results (``HybridRanking.shuts_out``), and asks
+again only then.
+
 Told how many of the best keyword search ranks (``depth``), a store returns
 fewer still: only the holders ranked at least the depth-th best *floor* (the
 rank less the phrase bonus, which the score never falls below;
@@ -35,8 +43,8 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -55,13 +63,29 @@ from .keyword import (
 )
 from .tokens import _trim, stem_text
 
-__all__ = ["KEYWORD_CANDIDATES", "CandidatePlan", "KeywordPlanner"]
+__all__ = ["KEYWORD_CANDIDATES", "CandidatePlan", "Chosen", "KeywordPlanner"]
 
 #: How many ranked holders a store returns for one query (the engine needs the
 #: best ``max_results`` for keyword search and the best 100 for hybrid re-ranking).
 KEYWORD_CANDIDATES = 300
 #: Margin for the float rounding between a store's ranks and the engine's scores.
 _FLOAT_MARGIN = 1e-6
+
+
+class Chosen(NamedTuple):
+    """What a store returns for a :class:`CandidatePlan`: the memory IDs, the cutoff
+    (the best rank of a holder left out; None: none was), and, when the limit cut
+    through the holders ranked exactly at the cutoff, the last of them returned:
+    ties are cut by memory ID, so every one left out at the cutoff sorts after it
+    (None: no such guarantee, e.g. after :meth:`CandidatePlan.settle` left some out)."""
+
+    ids: list[str]
+    cutoff: float | None
+    cutoff_id: str | None = None
+
+    def stats(self, stats: KeywordStats) -> KeywordStats:
+        """``stats`` carrying this cut (what the engine's completeness checks read)."""
+        return replace(stats, rank_cutoff=self.cutoff, cutoff_id=self.cutoff_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,8 +183,8 @@ class CandidatePlan:
         return np.where(matched > 0, np.minimum(rank, 1.0), 0.0)
 
     def settle(
-        self, ranked: Sequence[tuple[str, float, float]], cutoff: float | None
-    ) -> tuple[list[str], float | None]:
+        self, ranked: Sequence[tuple[str, float, float]], cutoff: float | None, cutoff_id: str | None = None
+    ) -> Chosen:
         """What a store returns from its best-ranked holders ``ranked`` — (ID, rank,
         floor), best rank first — of which none left out ranks above ``cutoff``
         (None: none was left out): those ranked at least the ``depth``-th best floor.
@@ -174,13 +198,14 @@ class CandidatePlan:
         ids = [memory_id for memory_id, _, _ in ranked]
         depth = self.depth
         if depth is None or not self._settles(len(ranked)):  # depth: for the type checker
-            return ids, cutoff
+            return Chosen(ids, cutoff, cutoff_id)
         floor = heapq.nlargest(depth, (f for _, _, f in ranked))[-1] - _FLOAT_MARGIN
         kept = [memory_id for memory_id, rank, _ in ranked if rank >= floor]
         dropped = [rank for _, rank, _ in ranked if rank < floor]
         if dropped:
             cutoff = max(dropped) if cutoff is None else max(cutoff, max(dropped))
-        return kept, cutoff
+            cutoff_id = None
+        return Chosen(kept, cutoff, cutoff_id)
 
     def _settles(self, ranked: int) -> bool:
         """Whether :meth:`settle` cuts ``ranked`` holders (else it returns them all)."""
@@ -195,30 +220,32 @@ class CandidatePlan:
         counts: Any,
         *,
         ranks: Any = None,
-    ) -> tuple[list[str], float | None]:
+    ) -> Chosen:
         """What a store returns from the postings of the query's terms, ranked here
         (numpy) rather than in the store: posting ``i`` is memory ``ids[holders[i]]`` (an ID
         string; None for a free slot that no posting names)
         holding ``terms[which[i]]`` with ``counts[i]`` (see :meth:`rank_holders`).
         ``ids`` may be a mapping naming only the :meth:`contenders` of ``ranks``
         (the holders' ranks, made here when not given).
-        Returns (memory IDs, cutoff) as :meth:`settle` does: the best ``limit`` by
-        rank, ties by memory ID (the order the SQL stores used to rank in), of those
-        ranked at least ``min_rank``, cut to what can reach the top ``depth``."""
+        Returns what :meth:`settle` does: the best ``limit`` by rank, ties by memory
+        ID (the order the SQL stores used to rank in), of those ranked at least
+        ``min_rank``, cut to what can reach the top ``depth``."""
         if not len(holders):
-            return [], None
+            return Chosen([], None)
         if ranks is None:
             ranks = self.rank_holders(holders, which, terms, counts, len(ids))
         found, limited = self.contenders(ranks)
+        cutoff: float | None = None
+        cutoff_id: str | None = None
         if limited:
             order = sorted(found.tolist(), key=lambda s: (-ranks[s], ids[s]))[: self.limit]
-            cutoff: float | None = float(ranks[order[-1]])
+            cutoff, cutoff_id = float(ranks[order[-1]]), ids[order[-1]]
         else:
-            order, cutoff = found.tolist(), None
+            order = found.tolist()
         if not self._settles(len(order)):  # the floors would not be used: skip their pass
-            return [ids[s] for s in order], cutoff
+            return Chosen([ids[s] for s in order], cutoff, cutoff_id)
         floors = self.rank_holders(holders, which, terms, counts, len(ranks), phrase_bonus=False)
-        return self.settle([(ids[s], float(ranks[s]), float(floors[s])) for s in order], cutoff)
+        return self.settle([(ids[s], float(ranks[s]), float(floors[s])) for s in order], cutoff, cutoff_id)
 
     def contenders(self, ranks: Any) -> tuple[Any, bool]:
         """The holders (indexes into ``ranks``) :meth:`choose` orders by rank and memory
@@ -231,15 +258,6 @@ class CandidatePlan:
             threshold = np.partition(ranks[found], len(found) - self.limit)[len(found) - self.limit]
             return found[ranks[found] >= threshold], True
         return found, False
-
-    def best(self, ranks: Iterable[tuple[str, float]]) -> tuple[list[str], float | None]:
-        """The memory IDs a store returns from (ID, rank) pairs, and the cutoff
-        (None when none was left out)."""
-        kept = [(rank, memory_id) for memory_id, rank in ranks if rank >= self.min_rank]
-        if self.limit is None or len(kept) <= self.limit:
-            return [memory_id for _, memory_id in kept], None
-        top = heapq.nsmallest(self.limit, kept, key=lambda pair: (-pair[0], pair[1]))
-        return [memory_id for _, memory_id in top], top[-1][0]
 
 
 class KeywordPlanner:
@@ -292,7 +310,8 @@ class KeywordPlanner:
             depth=self.depth if self.space == KEYWORD_SPACE else None,
         )
 
-    def complete(self, scores: Sequence[float], stats: KeywordStats | None, depth: int) -> bool:
+    @staticmethod
+    def complete(scores: Sequence[float], stats: KeywordStats | None, depth: int) -> bool:
         """Whether candidates with these exact ``scores``, cut at ``stats.rank_cutoff``,
         hold the true best ``depth``: nothing left out can beat the depth-th best."""
         if stats is None or stats.rank_cutoff is None:

@@ -314,6 +314,8 @@ class HybridRanking:
                     self.entries.setdefault(entry.id, entry)
         self.tokens: dict[str, float] = {}
         self._scores = {memory_id: self._compute(memory_id) for memory_id in self.entries}
+        #: The scores before the token re-rank (what chose its targets).
+        self.first_scores = dict(self._scores)
         # Ties by ID: the candidates worth a token-level look must not depend on the
         # order the store listed them in.
         self.order = sorted(self._scores, key=lambda i: (-self._scores[i], i))
@@ -422,6 +424,60 @@ class HybridRanking:
     def _outlier_level(self) -> float:
         alpha = self.background_alpha if self.background_alpha is not None else HYBRID_BACKGROUND_ALPHA
         return max(HYBRID_MIN_Z, outlier_level(self.size, alpha or 1.0))
+
+    def shuts_out(
+        self,
+        results: Sequence[Entry],
+        options: SearchOptions,
+        keyword: float,
+        after_id: str | None,
+        limit: int,
+    ) -> bool:
+        """Whether a keyword holder the store left out could change nothing: one whose
+        keyword score is at most ``keyword`` (the store's cutoff; one scoring exactly
+        that has an ID after ``after_id``, None: any ID), not a dense candidate, so
+        its dense side is the nearest ones' floor and the token re-rank never saw it.
+
+        It must be (1) behind at least ``HYBRID_RERANK_DEPTH`` candidates in the
+        order that chose the re-rank targets (score, then ID), or the targets —
+        and the weights of their word pieces — would differ; and (2) unable to
+        enter ``results`` (``limit`` of them): dropped by the relevance floor, below
+        the similarity threshold, or below the last result even when lifted by its
+        episode (its event_time is not known here)."""
+        if self.time_weight or not self.dense:
+            return False
+        margin = 1e-9
+        linear = (self.w_dense + self.w_tokens) * self.dense_floor + self.w_keyword * keyword
+        floor = self.semantic_floor * self.dense_floor
+        best = min(max(linear, floor), 1.0)
+        # Where the semantic floor decides, a lower keyword score ties with the cutoff's.
+        by_id = after_id if linear > floor + margin else None
+        ahead = sum(
+            1
+            for memory_id, score in self.first_scores.items()
+            if score > best + margin or (by_id is not None and score >= best - margin and memory_id <= by_id)
+        )
+        if ahead < HYBRID_RERANK_DEPTH:
+            return False
+        if (
+            keyword < MIN_KEYWORD_SCORE - margin
+            and self.background_alpha is not None
+            and self.background is not None
+        ):
+            return True  # no cosine to stand out with and no keyword match: never kept
+        if HYBRID_EPISODE_WEIGHT > 0 and any(e.memory.event_time is not None for e in self.entries.values()):
+            # It must not be one of the seeds that lift their episode, and may itself
+            # be lifted up to the best score.
+            seeds_ahead = sum(
+                1 for i, score in self._scores.items() if score > best + margin and self.relevant(i)
+            )
+            if seeds_ahead < HYBRID_EPISODE_SEEDS:
+                return False
+            top = max(self._scores.values())
+            best = max(best, best + HYBRID_EPISODE_WEIGHT * (top - best))
+        if options.similarity_threshold > 0 and best < options.similarity_threshold - margin:
+            return True
+        return len(results) >= limit > 0 and (results[limit - 1].score or 0.0) > best + margin
 
     def _episode_lift(self, candidates: list[_Pair], options: SearchOptions, kept: set[str]) -> list[_Pair]:
         """Lift the memories sharing an event_time with one of the best candidates

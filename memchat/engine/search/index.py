@@ -92,6 +92,10 @@ class KeywordStats:
     #: (search/candidates.py): the rank of the last one returned, which no
     #: holder left out exceeds. None: every holder is among the candidates.
     rank_cutoff: float | None = None
+    #: With ``rank_cutoff``: when the store's limit cut through the holders ranked
+    #: exactly at it, the last of them returned; ties are cut by memory ID, so each
+    #: one left out at the cutoff has a greater ID (search/candidates.py, ``Chosen``).
+    cutoff_id: str | None = None
 
     @classmethod
     def of(
