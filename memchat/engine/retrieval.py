@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Retrieval"]
 
+#: Rounds of asking the store for more keyword holders before asking for all of them.
+_KEYWORD_ROUNDS = 3
+
 A = TypeVar("A")
 B = TypeVar("B")
 
@@ -202,8 +205,7 @@ class Retrieval:
         ``depth``: the caller ranks only the best ``depth`` (None: all of them), so
         the store may return just its best-ranked holders (search/candidates.py);
         when those cannot be shown to hold the true best ``depth``, it is asked again
-        for every holder that still could (without ``settle``, the caller decides:
-        :meth:`_wider_keyword_candidates`)."""
+        for every holder that still could (without ``settle``, the caller decides)."""
         store = self.store
         if store.capabilities.native_keyword_search:
             index = cast("KeywordIndexStore", store)
@@ -235,7 +237,9 @@ class Retrieval:
     def _hybrid_keyword_depth(self, query: str, options: SearchOptions) -> int | None:
         """How many of the best keyword candidates hybrid search needs: those it may
         re-rank, unless filters, or a date in the query (which lifts every memory of
-        that period whatever its keyword rank), can reach past any fixed number."""
+        that period whatever its keyword rank), can reach past any fixed number.
+        (With a date the ranking could tell how far down they are needed, but that
+        is about every holder unless the store can say which are in the period.)"""
         if self._filtered(options) or keyword.query_periods(query):
             return None
         return keyword.HYBRID_RERANK_DEPTH
@@ -342,27 +346,45 @@ class Retrieval:
             key, query, options, dense, keyword_entries, keyword_stats, keyword_scores
         )
         results = ranking.results(options, default_max=self.max_results)
-        if (
-            keyword_depth is None
-            or keyword_scores is None
-            or KeywordPlanner.complete(keyword_scores, keyword_stats, keyword_depth)
-        ):
+        if keyword_depth is None or keyword_scores is None or keyword_stats is None:
             return results
-        # The store's first answer may leave out holders scoring as its last one (its
-        # cutoff): the generator's templated texts tie hundreds of memories there, and
-        # asking for every one of them was the slowest part of a search at 100k. They
-        # are asked for only when one of them could reach the re-rank or the results.
-        assert keyword_stats is not None and keyword_stats.rank_cutoff is not None  # not complete
+        cutoff = keyword_stats.rank_cutoff
+        if cutoff is None:
+            return results
+        # The store's first answer left out holders ranked at most ``cutoff``. One may
+        # still reach the re-rank or the results (an episode's lift, a re-rank that
+        # lowers the best): they are asked for down to the keyword score at which one
+        # could, and again if the ranking with them asks for more (every holder after
+        # a few rounds). So the ranking is the full scan's, and a tie at the cutoff
+        # (hundreds of templated memories at 100k) is read only when it could matter.
         limit = options.max_results if options.max_results > 0 else self.max_results
-        if ranking.shuts_out(results, options, keyword_stats.rank_cutoff, keyword_stats.cutoff_id, limit):
-            return results
-        keyword_entries, keyword_stats, keyword_scores = await self._wider_keyword_candidates(
-            key, query, LEXICAL_SPACE, keyword_scores, keyword_depth
-        )
-        ranking = await self._hybrid_ranking(
-            key, query, options, dense, keyword_entries, keyword_stats, keyword_scores
-        )
-        return ranking.results(options, default_max=self.max_results)
+        after_id = keyword_stats.cutoff_id
+        for round_ in range(_KEYWORD_ROUNDS):
+            level = ranking.keyword_needed(results, options, limit, cutoff, after_id)
+            if level is None or (round_ and level >= cutoff - 1e-9):  # nothing it has not read
+                return results
+            if round_ == _KEYWORD_ROUNDS - 1:
+                level = 0.0
+            keyword_entries, keyword_stats = await self._keyword_holders_from(key, query, level)
+            keyword_scores = None
+            ranking = await self._hybrid_ranking(
+                key, query, options, dense, keyword_entries, keyword_stats, keyword_scores
+            )
+            results = ranking.results(options, default_max=self.max_results)
+            if level <= 0.0:
+                break
+            cutoff, after_id = level, None  # every holder ranked from ``level`` is here
+        return results
+
+    async def _keyword_holders_from(
+        self, key: UserKey, query: str, level: float
+    ) -> tuple[list[Entry], KeywordStats | None]:
+        """Every holder of a query term (stemmed space) ranked at least ``level``."""
+        index = cast("KeywordIndexStore", self.store)
+        terms: Sequence[str] = query_terms(query, LEXICAL_SPACE) or []
+        planner = KeywordPlanner(query, LEXICAL_SPACE, None)
+        planner.min_rank = level - 1e-9
+        return await index.indexed_keyword_candidates(key, LEXICAL_SPACE, terms, planner)
 
     async def _hybrid_ranking(
         self,

@@ -25,11 +25,12 @@ for every holder ranked at least that k-th best score
 
 Ties at the limit are cut by memory ID on every store, and the store says which
 holder was the last it returned at the cutoff (:class:`Chosen`): one left out
-there sorts after it. Hybrid search orders its candidates by score, then ID, so
-when the k-th best score merely equals the cutoff (templated memories tie by
-the hundred) it checks after ranking whether a holder left out could have
-reached its re-rank or its results (``HybridRanking.shuts_out``), and asks
-again only then.
+there sorts after it. Hybrid search fuses the keyword candidates with the dense
+ones, re-ranks the best and lifts episodes, so after ranking it works out the
+least keyword score at which a holder left out could still reach its re-rank
+or its results (``HybridRanking.keyword_needed``; ties at the cutoff sorted by
+ID count as behind) and asks the store for the holders ranked from there: its
+ranking is the full scan's.
 
 Told how many of the best keyword search ranks (``depth``), a store returns
 fewer still: only the holders ranked at least the depth-th best *floor* (the

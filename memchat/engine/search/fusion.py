@@ -211,6 +211,11 @@ def outlier_level(size: int, alpha: float) -> float:
     return NormalDist().inv_cdf(1.0 - min(alpha / max(size, 1), 0.5))
 
 
+def _max_level(a: float | None, b: float | None) -> float | None:
+    """The stricter of two "at least this keyword score" levels (None: unreachable)."""
+    return None if a is None or b is None else max(a, b)
+
+
 def _in_periods(entry: Entry, periods: Sequence[tuple[datetime, datetime]]) -> bool:
     event_time = entry.memory.event_time
     if event_time is None:
@@ -425,59 +430,123 @@ class HybridRanking:
         alpha = self.background_alpha if self.background_alpha is not None else HYBRID_BACKGROUND_ALPHA
         return max(HYBRID_MIN_Z, outlier_level(self.size, alpha or 1.0))
 
-    def shuts_out(
+    def keyword_needed(
         self,
         results: Sequence[Entry],
         options: SearchOptions,
-        keyword: float,
-        after_id: str | None,
         limit: int,
-    ) -> bool:
-        """Whether a keyword holder the store left out could change nothing: one whose
-        keyword score is at most ``keyword`` (the store's cutoff; one scoring exactly
-        that has an ID after ``after_id``, None: any ID), not a dense candidate, so
-        its dense side is the nearest ones' floor and the token re-rank never saw it.
+        cutoff: float,
+        after_id: str | None,
+    ) -> float | None:
+        """The least keyword score at which a holder the store left out could still
+        change these ``results`` (``limit`` of them); None when none could.
 
-        It must be (1) behind at least ``HYBRID_RERANK_DEPTH`` candidates in the
-        order that chose the re-rank targets (score, then ID), or the targets —
-        and the weights of their word pieces — would differ; and (2) unable to
-        enter ``results`` (``limit`` of them): dropped by the relevance floor, below
-        the similarity threshold, or below the last result even when lifted by its
-        episode (its event_time is not known here)."""
-        if self.time_weight or not self.dense:
-            return False
+        The store left out holders scoring at most ``cutoff`` (one scoring exactly
+        that has an ID after ``after_id``; None: any ID). Such a holder is no dense
+        candidate: its dense side is the nearest ones' floor, the token re-rank never
+        saw it, and it may sit in a period the query names (counted as if it did)
+        and be lifted by its episode (its event_time is not known here). It matters
+        if it could (1) be one of the ``HYBRID_RERANK_DEPTH`` re-rank targets, which
+        are chosen by score, then ID (the targets, and the weights of their word
+        pieces, would differ), (2) enter the results, past the relevance floor, the
+        similarity threshold and the last result, or (3) be one of the seeds that
+        lift their episode."""
         margin = 1e-9
+        floor_drops = self.background_alpha is not None and self.background is not None
+        kept_from = MIN_KEYWORD_SCORE if floor_drops else 0.0  # below: no cosine, no keyword match
+        needed: list[float] = []
+
+        def at_least(level: float | None) -> None:
+            if level is not None:
+                needed.append(level)
+
+        # (1) The re-rank targets.
+        if self.tokens:
+            ordered = sorted(self.first_scores.items(), key=lambda pair: (-pair[1], pair[0]))
+            if len(ordered) < HYBRID_RERANK_DEPTH:
+                needed.append(0.0)
+            else:
+                last_target = ordered[HYBRID_RERANK_DEPTH - 1][1]
+                level = self._keyword_for(last_target - margin)
+                if (
+                    level is not None
+                    and level <= cutoff + margin
+                    and not self._behind_by_id(cutoff, after_id, ordered)
+                ):
+                    needed.append(level)
+        # (2) The results.
+        level_2: float | None = kept_from
+        if options.similarity_threshold > 0:
+            level_2 = _max_level(
+                level_2, self._keyword_for(self._unlifted(options.similarity_threshold) - margin)
+            )
+        if limit > 0 and len(results) >= limit:
+            last = results[limit - 1].score or 0.0
+            level_2 = _max_level(level_2, self._keyword_for(self._unlifted(last) - margin))
+        at_least(level_2)
+        # (3) The seeds of the episode lift.
+        if self._lifts():
+            kept = sorted((s for i, s in self._scores.items() if self.relevant(i)), reverse=True)
+            level_3: float | None = kept_from
+            if len(kept) >= HYBRID_EPISODE_SEEDS:
+                level_3 = _max_level(level_3, self._keyword_for(kept[HYBRID_EPISODE_SEEDS - 1] - margin))
+            at_least(level_3)
+        if not needed:
+            return None
+        level = min(needed)
+        return level if level <= cutoff + margin else None
+
+    def _pre_rerank(self, keyword: float) -> float:
+        """The score of a memory that is no dense candidate and was not re-ranked,
+        with this keyword score, counted as in the period the query names."""
         linear = (self.w_dense + self.w_tokens) * self.dense_floor + self.w_keyword * keyword
-        floor = self.semantic_floor * self.dense_floor
-        best = min(max(linear, floor), 1.0)
-        # Where the semantic floor decides, a lower keyword score ties with the cutoff's.
-        by_id = after_id if linear > floor + margin else None
+        relevance = max(linear, self.semantic_floor * self.dense_floor)
+        if self.time_weight:
+            relevance = (1.0 - self.time_weight) * relevance + self.time_weight
+        return min(max(relevance, 0.0), 1.0)
+
+    def _keyword_for(self, score: float) -> float | None:
+        """The least keyword score in [0, 1] at which :meth:`_pre_rerank` reaches
+        ``score`` (None: not even at 1)."""
+        if self._pre_rerank(0.0) >= score:
+            return 0.0
+        if self._pre_rerank(1.0) < score or self.w_keyword <= 0:
+            return None
+        relevance = (score - self.time_weight) / (1.0 - self.time_weight) if self.time_weight else score
+        base = (self.w_dense + self.w_tokens) * self.dense_floor
+        return min(max((relevance - base) / self.w_keyword, 0.0), 1.0)
+
+    def _lifts(self) -> bool:
+        return HYBRID_EPISODE_WEIGHT > 0 and any(
+            e.memory.event_time is not None for e in self.entries.values()
+        )
+
+    def _unlifted(self, score: float) -> float:
+        """The least score before the episode lift that may reach ``score`` after it."""
+        if not self._lifts():
+            return score
+        top = max(self._scores.values(), default=0.0)
+        if score > top:
+            return score
+        return (score - HYBRID_EPISODE_WEIGHT * top) / (1.0 - HYBRID_EPISODE_WEIGHT)
+
+    def _behind_by_id(
+        self, cutoff: float, after_id: str | None, ordered: Sequence[tuple[str, float]]
+    ) -> bool:
+        """Whether every left-out holder is behind ``HYBRID_RERANK_DEPTH`` candidates in
+        the targets' order (score, then ID): those scoring more than one at the cutoff,
+        and those tied with it that the store's cut put first (an ID up to ``after_id``)."""
+        margin = 1e-9
+        linear = (self.w_dense + self.w_tokens) * self.dense_floor + self.w_keyword * cutoff
+        if after_id is None or self.time_weight or linear <= self.semantic_floor * self.dense_floor + margin:
+            return False  # a lower keyword score may tie with the cutoff's
+        best = self._pre_rerank(cutoff)
         ahead = sum(
             1
-            for memory_id, score in self.first_scores.items()
-            if score > best + margin or (by_id is not None and score >= best - margin and memory_id <= by_id)
+            for memory_id, score in ordered
+            if score > best + margin or (score >= best - margin and memory_id <= after_id)
         )
-        if ahead < HYBRID_RERANK_DEPTH:
-            return False
-        if (
-            keyword < MIN_KEYWORD_SCORE - margin
-            and self.background_alpha is not None
-            and self.background is not None
-        ):
-            return True  # no cosine to stand out with and no keyword match: never kept
-        if HYBRID_EPISODE_WEIGHT > 0 and any(e.memory.event_time is not None for e in self.entries.values()):
-            # It must not be one of the seeds that lift their episode, and may itself
-            # be lifted up to the best score.
-            seeds_ahead = sum(
-                1 for i, score in self._scores.items() if score > best + margin and self.relevant(i)
-            )
-            if seeds_ahead < HYBRID_EPISODE_SEEDS:
-                return False
-            top = max(self._scores.values())
-            best = max(best, best + HYBRID_EPISODE_WEIGHT * (top - best))
-        if options.similarity_threshold > 0 and best < options.similarity_threshold - margin:
-            return True
-        return len(results) >= limit > 0 and (results[limit - 1].score or 0.0) > best + margin
+        return ahead >= HYBRID_RERANK_DEPTH
 
     def _episode_lift(self, candidates: list[_Pair], options: SearchOptions, kept: set[str]) -> list[_Pair]:
         """Lift the memories sharing an event_time with one of the best candidates
