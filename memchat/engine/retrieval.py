@@ -221,18 +221,9 @@ class Retrieval:
                 scores = scorer(found, query, stats)
                 if not settle or planner.complete(scores, stats, depth):
                     return found, stats, scores
-                return await self._wider_keyword_candidates(key, query, space, scores, depth)
+                wider = planner.below(scores, depth)
+                return (*await index.indexed_keyword_candidates(key, space, terms, wider), None)
         return await store.keyword_candidates(key, query), None, None
-
-    async def _wider_keyword_candidates(
-        self, key: UserKey, query: str, space: str, scores: Sequence[float], depth: int
-    ) -> tuple[list[Entry], KeywordStats | None, list[float] | None]:
-        """Every holder of a query term that could still beat the depth-th best of
-        ``scores`` (the exact scores of the store's first, bounded answer)."""
-        index = cast("KeywordIndexStore", self.store)
-        terms: Sequence[str] = query_terms(query, space) or []
-        wider = KeywordPlanner(query, space, None, depth).below(scores, depth)
-        return (*await index.indexed_keyword_candidates(key, space, terms, wider), None)
 
     def _hybrid_keyword_depth(self, query: str, options: SearchOptions) -> int | None:
         """How many of the best keyword candidates hybrid search needs: those it may
@@ -382,8 +373,7 @@ class Retrieval:
         """Every holder of a query term (stemmed space) ranked at least ``level``."""
         index = cast("KeywordIndexStore", self.store)
         terms: Sequence[str] = query_terms(query, LEXICAL_SPACE) or []
-        planner = KeywordPlanner(query, LEXICAL_SPACE, None)
-        planner.min_rank = level - 1e-9
+        planner = KeywordPlanner(query, LEXICAL_SPACE).ranked_from(level)
         return await index.indexed_keyword_candidates(key, LEXICAL_SPACE, terms, planner)
 
     async def _hybrid_ranking(

@@ -328,10 +328,14 @@ class KeywordPlanner:
     def below(self, scores: Sequence[float], depth: int) -> KeywordPlanner:
         """A planner for every holder that could still beat the depth-th best of ``scores``."""
         ordered = sorted(scores, reverse=True)
-        floor = ordered[depth - 1] if len(ordered) >= depth else 0.0
+        return self.ranked_from(ordered[depth - 1] if len(ordered) >= depth else 0.0)
+
+    def ranked_from(self, level: float) -> KeywordPlanner:
+        """A planner for every holder ranked at least ``level`` (the rank bounds the
+        score from above: a holder ranked below it scores below it)."""
         wider = KeywordPlanner.__new__(KeywordPlanner)
         wider.space, wider.tokens, wider.phrase = self.space, self.tokens, self.phrase
         wider.limit = None
         wider.depth = None
-        wider.min_rank = floor - 1e-9
+        wider.min_rank = level - 1e-9
         return wider

@@ -462,16 +462,15 @@ class HybridRanking:
 
         # (1) The re-rank targets.
         if self.tokens:
-            ordered = sorted(self.first_scores.items(), key=lambda pair: (-pair[1], pair[0]))
-            if len(ordered) < HYBRID_RERANK_DEPTH:
+            if len(self.order) < HYBRID_RERANK_DEPTH:
                 needed.append(0.0)
             else:
-                last_target = ordered[HYBRID_RERANK_DEPTH - 1][1]
+                last_target = self.first_scores[self.order[HYBRID_RERANK_DEPTH - 1]]
                 level = self._keyword_for(last_target - margin)
                 if (
                     level is not None
                     and level <= cutoff + margin
-                    and not self._behind_by_id(cutoff, after_id, ordered)
+                    and not self._behind_by_id(cutoff, after_id)
                 ):
                     needed.append(level)
         # (2) The results.
@@ -530,9 +529,7 @@ class HybridRanking:
             return score
         return (score - HYBRID_EPISODE_WEIGHT * top) / (1.0 - HYBRID_EPISODE_WEIGHT)
 
-    def _behind_by_id(
-        self, cutoff: float, after_id: str | None, ordered: Sequence[tuple[str, float]]
-    ) -> bool:
+    def _behind_by_id(self, cutoff: float, after_id: str | None) -> bool:
         """Whether every left-out holder is behind ``HYBRID_RERANK_DEPTH`` candidates in
         the targets' order (score, then ID): those scoring more than one at the cutoff,
         and those tied with it that the store's cut put first (an ID up to ``after_id``)."""
@@ -543,7 +540,7 @@ class HybridRanking:
         best = self._pre_rerank(cutoff)
         ahead = sum(
             1
-            for memory_id, score in ordered
+            for memory_id, score in self.first_scores.items()
             if score > best + margin or (score >= best - margin and memory_id <= after_id)
         )
         return ahead >= HYBRID_RERANK_DEPTH
