@@ -9,9 +9,10 @@ import pytest
 from memchat.engine import products
 
 
-@pytest.mark.parametrize("blas_from", [products.BLAS_FROM, 1])
-def test_products_equal_matmul(monkeypatch, blas_from: int) -> None:
+@pytest.mark.parametrize(("blas_from", "split_from"), [(products.BLAS_FROM, products.SPLIT_FROM), (1, 1)])
+def test_products_equal_matmul(monkeypatch, blas_from: int, split_from: int) -> None:
     monkeypatch.setattr(products, "BLAS_FROM", blas_from)
+    monkeypatch.setattr(products, "SPLIT_FROM", split_from)
     rng = np.random.default_rng(7)
     matrix = rng.standard_normal((1000, 384)).astype(np.float32)
     vector = rng.standard_normal(384).astype(np.float32)
@@ -28,3 +29,19 @@ def test_empty_operands_give_empty_products() -> None:
     empty = np.zeros((0, 384), dtype=np.float32)
     assert products.matrix_times_vector(empty, np.ones(384, dtype=np.float32)).shape == (0,)
     assert products.rows_times_rows(np.ones((3, 384), dtype=np.float32), empty).shape == (3, 0)
+
+
+@pytest.mark.parametrize("rows", [1, 7, 1001, 30_000])
+def test_a_split_product_gives_every_row_what_one_pass_gives(monkeypatch, rows: int) -> None:
+    """Split over threads or not, each memory's similarity is the same number (a
+    search's ranking must not depend on how many cores the machine has)."""
+    rng = np.random.default_rng(rows)
+    matrix = rng.standard_normal((rows, 384)).astype(np.float32)
+    vector = rng.standard_normal(384).astype(np.float32)
+    monkeypatch.setattr(products, "SPLIT_FROM", 10**12)
+    whole = products.matrix_times_vector(matrix, vector)
+    monkeypatch.setattr(products, "SPLIT_FROM", 1)
+    monkeypatch.setattr(products, "_shares", lambda: 3)
+    split = products.matrix_times_vector(matrix, vector)
+    assert split.shape == (rows,) and split.dtype == np.float32
+    assert np.array_equal(split, whole)
