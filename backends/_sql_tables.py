@@ -47,6 +47,8 @@ class SQLTables(SQLCalls):
     #: False: any dimension fits (the engine sets ``dimension`` to its
     #: embedder's); True: the index was made for ``dimension`` only.
     fixed_dimension = False
+    #: How the server aggregates a term's postings best (sql_index.py, _packed_postings).
+    postings_apart = True
 
     def __init__(
         self,
@@ -84,7 +86,12 @@ class SQLTables(SQLCalls):
         self.meta_table = meta_table(self.metadata, schema=schema, **table_options)
         #: The inverted index and statistics of keyword search (sql_index.py).
         self.keyword_index = SQLKeywordIndex(
-            self.metadata, self.table, short_identifier=short_identifier, schema=schema, **table_options
+            self.metadata,
+            self.table,
+            short_identifier=short_identifier,
+            schema=schema,
+            postings_apart=self.postings_apart,
+            **table_options,
         )
         #: Whether the index is complete (built on open; until then searches scan).
         self._index_ready = False

@@ -578,15 +578,26 @@ async def test_postgres_reads_a_terms_postings_from_its_key_index(tmp_path: Path
         assert len(before) == 10 and await svc.count(KEY) == 40
 
 
-async def test_a_common_terms_postings_cross_in_one_aggregate_on_every_sql_server(server_options) -> None:
-    """A common term's postings come back from the server as one row holding one
-    joined string, not one row per holder: the MariaDB session's GROUP_CONCAT cap
-    is raised (its default 1 MB would cut 40k postings short, and MySQL's is 1 KB)."""
+@pytest.fixture(params=[*SERVERS, "sqlite"])
+def sql_options(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, dict[str, Any]]:
+    """(backend, options) of a fresh table on every SQL store: the servers and SQLite."""
+    harness = HARNESSES[request.param](tmp_path)
+    return harness.name, dict(harness.options)
+
+
+@pytest.mark.parametrize("apart", [False, True], ids=["one-string", "three-strings"])
+async def test_a_common_terms_postings_cross_in_one_aggregate_on_every_sql_store(sql_options, apart) -> None:
+    """A common term's postings come back from the server as one row holding its
+    joined postings (one string, or the docs and the two fields' counts as three:
+    what each store uses, sql_index.py), not one row per holder, in either shape
+    on every SQL store: the MariaDB session's GROUP_CONCAT cap is raised (its
+    default 1 MB would cut 40k postings short, and MySQL's is 1 KB)."""
     from backends.sql_index import _unpack
 
-    name, options = server_options
+    name, options = sql_options
     store = create(name, **options)
     index = store.keyword_index
+    index.postings_apart = apart
     holders = 40_000
     async with MemoryService(store) as svc:
         await svc.add(KEY, "one memory so that the tables exist")
