@@ -14,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import builtins
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from memchat.engine.model import Entry, UserKey
+from memchat.engine.model import Entry, UserKey, to_micros
 from memchat.engine.products import matrix_times_vector
 from memchat.engine.search.index import KeywordStats
 from memchat.engine.vectors import IndexingProgress, ProgressCallback, report_progress
@@ -189,6 +190,31 @@ class ChromaSearch:
         if [newest_list.item_of(entry) for entry in entries] != items:
             return None
         return entries
+
+    async def memories_in_periods(
+        self, key: UserKey, periods: Sequence[tuple[datetime, datetime]], limit: int
+    ) -> builtins.list[Entry] | None:
+        """The user's active memories in ``periods``: a metadata filter on their
+        event time (Chroma's own index of it), then their records."""
+        if not periods:
+            return []
+        ranges: builtins.list[dict[str, Any]] = [
+            {
+                "$and": [
+                    {"event_time_us": {"$gte": to_micros(start)}},
+                    {"event_time_us": {"$lt": to_micros(end)}},
+                ]
+            }
+            for start, end in periods
+        ]
+        when = ranges[0] if len(ranges) == 1 else {"$or": ranges}
+        where = user_filter(key, active=True)
+        where["$and"] += [{"has_event_time": True}, when]
+        ids = await self.record_ids(where)
+        if len(ids) > limit:
+            return None
+        stats = await self._user_stats(key)
+        return await self._active_entries(key, stats.version if stats is not None else None, ids)
 
     # -- nearest neighbours ----------------------------------------------------
 

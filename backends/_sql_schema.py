@@ -77,6 +77,7 @@ def memories_table(
         **table_options,
     )
     newest_index(table)
+    event_time_index(table)
     return table
 
 
@@ -85,7 +86,7 @@ def newest_index(table: sa.Table) -> sa.Index:
     created_at desc, memory_id asc: backends/_ordering.py), so reading the newest N
     walks N index entries instead of sorting every memory of the user (MariaDB
     sorted all 10,000 of them to return 10: 18 ms). Tables made before it get it
-    on open (``SQLStore._ensure_newest_index``); their older index on
+    on open (``SQLStore._ensure_indexes``); their older index on
     (app_name, user_id, updated_at) is left, for an older memchat."""
     for index in table.indexes:
         if index.name == newest_index_name(table.name):
@@ -99,6 +100,18 @@ def newest_index(table: sa.Table) -> sa.Index:
         t.created_at.desc(),
         t.memory_id,
     )
+
+
+def event_time_index(table: sa.Table) -> sa.Index:
+    """The user's memories by event_time, so the memories of the period a query
+    names (``memories_in_periods``) are an index range, not a read of every memory
+    of the user. Tables made before it get it on open (``SQLStore._ensure_indexes``)."""
+    name = short_identifier(f"idx_{table.name}_user_event_time")
+    for index in table.indexes:
+        if index.name == name:
+            return index
+    t = table.c
+    return sa.Index(name, t.app_name, t.user_id, t.event_time)
 
 
 def newest_index_name(table_name: str) -> str:

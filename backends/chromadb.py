@@ -119,7 +119,9 @@ READ_ATTEMPTS = 3
 
 class ChromaStore(ChromaSearch):
     name = "chromadb"
-    capabilities = Capabilities(vector_search=True, persistent=True, native_keyword_search=True)
+    capabilities = Capabilities(
+        vector_search=True, persistent=True, native_keyword_search=True, event_time_lookup=True
+    )
     #: The collection's dimension is fixed when it is created.
     fixed_dimension = True
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, TypeVar
 import numpy as np
 
 from memchat.engine.model import Entry, UserKey
+from memchat.engine.search.fusion import memories_in_periods
 from memchat.engine.search.index import KeywordStats
 
 if TYPE_CHECKING:
@@ -71,7 +72,9 @@ class _BufferedTransaction(BufferedWrites[np.ndarray]):
 
 class InMemoryStore:
     name = "inmemory"
-    capabilities = Capabilities(vector_search=True, transactions=True, native_keyword_search=True)
+    capabilities = Capabilities(
+        vector_search=True, transactions=True, native_keyword_search=True, event_time_lookup=True
+    )
     #: Any dimension fits: the engine sets ``dimension`` to its embedder's.
     fixed_dimension = False
 
@@ -171,6 +174,11 @@ class InMemoryStore:
         ids, stats = index.lookup(space, terms, planner)
         rows = self._users.get(key, {})
         return [rows[i] for i in ids], stats
+
+    async def memories_in_periods(
+        self, key: UserKey, periods: Sequence[tuple[datetime, datetime]], limit: int
+    ) -> list[Entry] | None:
+        return memories_in_periods(self._users.get(key, {}).values(), periods, limit)
 
     # -- vectors -----------------------------------------------------------
 

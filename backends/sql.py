@@ -49,6 +49,7 @@ from memchat.engine.vectors import IndexingProgress, report_progress
 
 from ._sql_schema import (
     META_TABLE,
+    event_time_index,
     lock_key,
     memories_table,
     meta_table,
@@ -83,7 +84,12 @@ class SQLStore(SQLTables):
 
     name = "sql"
     capabilities = Capabilities(
-        vector_search=True, transactions=True, persistent=True, multi_process=True, native_keyword_search=True
+        vector_search=True,
+        transactions=True,
+        persistent=True,
+        multi_process=True,
+        native_keyword_search=True,
+        event_time_lookup=True,
     )
 
     async def _create_schema(self) -> None:
@@ -105,19 +111,20 @@ class SQLStore(SQLTables):
 
         if await conn.run_sync(create):
             await self._ensure_embedding_column(conn)
-            await self._ensure_newest_index(conn)
+            await self._ensure_indexes(conn)
 
-    async def _ensure_newest_index(self, conn: AsyncConnection) -> None:
-        """Add the index ``read`` walks (_sql_schema.newest_index) to a table made
-        before it. Call it where table creation is serialised against other processes."""
+    async def _ensure_indexes(self, conn: AsyncConnection) -> None:
+        """Add the indexes ``read`` walks (_sql_schema.newest_index) and the period
+        lookup reads (_sql_schema.event_time_index) to a table made before them. Call
+        it where table creation is serialised against other processes."""
         t = self.table
-        index = newest_index(t)
+        wanted = [newest_index(t), event_time_index(t)]
 
-        def missing(sync_conn: sa.Connection) -> bool:
+        def missing(sync_conn: sa.Connection) -> list[sa.Index]:
             names = {i["name"] for i in sa.inspect(sync_conn).get_indexes(t.name, schema=t.schema)}
-            return index.name not in names
+            return [index for index in wanted if index.name not in names]
 
-        if await conn.run_sync(missing):
+        for index in await conn.run_sync(missing):
             await conn.run_sync(index.create)
 
     async def _ensure_embedding_column(self, conn: AsyncConnection) -> None:
@@ -299,6 +306,29 @@ class SQLStore(SQLTables):
             return list(found.values()), stats
 
         return await self._read("searching", fetch)
+
+    async def memories_in_periods(
+        self, key: UserKey, periods: Sequence[tuple[datetime, datetime]], limit: int
+    ) -> list[Entry] | None:
+        """The user's active memories in ``periods``: a range of the event-time index each."""
+        if not periods:
+            return []
+        t = self.table
+        ranges = [
+            sa.and_(t.c.event_time >= to_micros(start), t.c.event_time < to_micros(end))
+            for start, end in periods
+        ]
+        stmt = (
+            sa.select(*self._row_columns())
+            .where(self._scope(key), t.c.deleted_at.is_(None), sa.or_(*ranges))
+            .limit(limit + 1)
+        )
+
+        async def fetch(conn: AsyncConnection) -> list[Entry]:
+            return [self._entry(row) for row in (await conn.execute(stmt)).all()]
+
+        found = await self._read("searching", fetch)
+        return None if len(found) > limit else found
 
     # -- vectors -----------------------------------------------------------
 

@@ -153,32 +153,44 @@ def test_long_terms_are_stored_shortened_and_distinct() -> None:
     assert term_key(a) != term_key(b) and term_key("k:cat") == "k:cat"
 
 
-async def test_a_table_made_before_the_newest_first_index_gets_it_on_open(harness) -> None:
-    """``read`` walks an index in its own order (_sql_schema.newest_index); a table
-    made before that index gets it when opened, and reads return what they did."""
-    from backends._sql_schema import newest_index
+async def test_a_table_made_before_the_newest_first_and_event_time_indexes_gets_them_on_open(harness) -> None:
+    """``read`` walks an index in its own order (_sql_schema.newest_index) and a
+    question naming a date reads the period's memories from another
+    (_sql_schema.event_time_index); a table made before them gets them when
+    opened, and reads and period lookups return what they did."""
+    from datetime import UTC, datetime
+
+    from backends._sql_schema import event_time_index, newest_index
+    from memchat.engine import Metadata
 
     svc = MemoryService(harness.make_store())
-    for text in TEXTS:
-        await svc.add(KEY, text)
+    may = datetime(2023, 5, 1, tzinfo=UTC)
+    for i, text in enumerate(TEXTS):
+        await svc.add(KEY, text, metadata=Metadata(event_time=may.replace(day=1 + i % 28)))
     store = svc.store
     before = [e.id for e in await svc.read(KEY, 2)]
-    index = newest_index(store.table)
+    period = [(may, may.replace(day=4))]
+    listed = await store.memories_in_periods(KEY, period, 100)
+    assert listed
+    indexes = [newest_index(store.table), event_time_index(store.table)]
 
     def names(sync_conn: sa.Connection) -> set[str]:
         t = store.table
         return {i["name"] for i in sa.inspect(sync_conn).get_indexes(t.name, schema=t.schema)}
 
     async with store.engine.begin() as conn:
-        assert index.name in await conn.run_sync(names)
-        await conn.run_sync(index.drop)  # what a table of the previous version has
+        for index in indexes:
+            assert index.name in await conn.run_sync(names)
+            await conn.run_sync(index.drop)  # what a table of an earlier version has
     await svc.close()
 
     reopened = MemoryService(harness.make_store())
     try:
         await reopened.open()
         async with reopened.store.engine.connect() as conn:
-            assert index.name in await conn.run_sync(names)
+            assert {index.name for index in indexes} <= await conn.run_sync(names)
         assert [e.id for e in await reopened.read(KEY, 2)] == before
+        again = await reopened.store.memories_in_periods(KEY, period, 100)
+        assert again is not None and {e.id for e in again} == {e.id for e in listed}
     finally:
         await reopened.close()

@@ -21,12 +21,15 @@ from .search.index import KEYWORD_SPACE, LEXICAL_SPACE, KeywordStats, query_term
 
 if TYPE_CHECKING:
     from .embedding import Embedder
-    from .store import KeywordIndexStore, Store, VectorStore
+    from .store import KeywordIndexStore, PeriodStore, Store, VectorStore
 
 __all__ = ["Retrieval"]
 
 #: Rounds of asking the store for more keyword holders before asking for all of them.
 _KEYWORD_ROUNDS = 3
+#: Most memories a store lists for the periods a query names (more: every keyword
+#: holder is read instead, as by a store that cannot list them).
+PERIOD_MEMORIES = 1000
 
 A = TypeVar("A")
 B = TypeVar("B")
@@ -229,11 +232,25 @@ class Retrieval:
         """How many of the best keyword candidates hybrid search needs: those it may
         re-rank, unless filters, or a date in the query (which lifts every memory of
         that period whatever its keyword rank), can reach past any fixed number.
-        (With a date the ranking could tell how far down they are needed, but that
-        is about every holder unless the store can say which are in the period.)"""
-        if self._filtered(options) or keyword.query_periods(query):
+        (With a date, a store that lists the memories of the period
+        (``_period_entries``) tells which are lifted: the ranking then tells how far
+        down the others are needed, as without one; for any other store that is
+        about every holder.)"""
+        if self._filtered(options):
+            return None
+        if keyword.query_periods(query) and not self.store.capabilities.event_time_lookup:
             return None
         return keyword.HYBRID_RERANK_DEPTH
+
+    async def _period_entries(self, key: UserKey, query: str, depth: int | None) -> list[Entry] | None:
+        """The memories in the periods the query names, when the store can list them
+        and the keyword half is bounded (``depth``); None otherwise or when there
+        are more than ``PERIOD_MEMORIES`` of them."""
+        periods = keyword.query_periods(query)
+        if not periods or depth is None or not self.store.capabilities.event_time_lookup:
+            return None
+        store = cast("PeriodStore", self.store)
+        return await store.memories_in_periods(key, periods, PERIOD_MEMORIES)
 
     def _keyword_depth(self, options: SearchOptions) -> int | None:
         """How many of keyword search's best candidates decide its results (None: all,
@@ -329,12 +346,17 @@ class Retrieval:
         # product in threads) and the keyword candidates (store I/O, scoring on the
         # loop) do not depend on each other: one runs while the other waits.
         keyword_depth = self._hybrid_keyword_depth(query, options)
-        dense, (keyword_entries, keyword_stats, keyword_scores) = await _together(
-            nearest(),
+        (dense, in_periods), (keyword_entries, keyword_stats, keyword_scores) = await _together(
+            _together(nearest(), self._period_entries(key, query, keyword_depth)),
             self._keyword_candidates(key, query, LEXICAL_SPACE, keyword_depth, settle=False),
         )
+        if in_periods is None and keyword_depth is not None and keyword.query_periods(query):
+            # More memories in the periods than a store lists: every keyword holder.
+            keyword_depth = None
+            keyword_entries, keyword_stats = await self._keyword_holders_from(key, query, 0.0)
+            keyword_scores = None
         ranking = await self._hybrid_ranking(
-            key, query, options, dense, keyword_entries, keyword_stats, keyword_scores
+            key, query, options, dense, keyword_entries, keyword_stats, keyword_scores, in_periods
         )
         results = ranking.results(options, default_max=self.max_results)
         if keyword_depth is None or keyword_scores is None or keyword_stats is None:
@@ -359,7 +381,7 @@ class Retrieval:
             keyword_entries, keyword_stats = await self._keyword_holders_from(key, query, level)
             keyword_scores = None
             ranking = await self._hybrid_ranking(
-                key, query, options, dense, keyword_entries, keyword_stats, keyword_scores
+                key, query, options, dense, keyword_entries, keyword_stats, keyword_scores, in_periods
             )
             results = ranking.results(options, default_max=self.max_results)
             if level <= 0.0:
@@ -385,8 +407,10 @@ class Retrieval:
         keyword_entries: list[Entry],
         keyword_stats: KeywordStats | None,
         keyword_scores: list[float] | None,
+        in_periods: list[Entry] | None = None,
     ) -> keyword.HybridRanking:
-        """Dense and keyword candidates fused, the best re-ranked by token similarity."""
+        """Dense and keyword candidates fused, the best re-ranked by token similarity
+        (``in_periods``: every memory in the periods the query names, when known)."""
         embedder = self.embedder
         embed_tokens = getattr(embedder, "embed_tokens", None)
         depth = self._dense_depth(options)
@@ -406,6 +430,7 @@ class Retrieval:
             collection_size=size,
             keyword_stats=keyword_stats,
             keyword_scores=keyword_scores,
+            period_entries=in_periods,
         )
         if embed_tokens is not None:
             targets = ranking.rerank_targets(options)

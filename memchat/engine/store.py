@@ -51,6 +51,10 @@ class Capabilities:
     #: hundred of them, and the statistics carry the document frequencies and the
     #: rank cutoff.
     native_keyword_search: bool = False
+    #: Finds the memories whose event_time falls in given periods without reading
+    #: the others (``memories_in_periods``, ``PeriodStore``): a hybrid search
+    #: naming a date then reads a bounded number of keyword holders, not all.
+    event_time_lookup: bool = False
     #: ``atomic`` is a real transaction (all-or-nothing across processes).
     transactions: bool = False
     #: Memories survive a process restart.
@@ -171,6 +175,17 @@ class KeywordIndexStore(Protocol):
         """The memories holding one of ``terms`` in ``space``, and the statistics
         (None while the index is not ready); their ``count`` is the user's active
         count, as ``count`` gives it (hybrid search reads no second count)."""
+
+
+class PeriodStore(Protocol):
+    """A store with ``capabilities.event_time_lookup`` (see ``Capabilities``)."""
+
+    async def memories_in_periods(
+        self, key: UserKey, periods: Sequence[tuple[datetime, datetime]], limit: int
+    ) -> list[Entry] | None:
+        """The user's active memories whose event_time lies in one of ``periods``
+        (each [start, end), aware datetimes), any order; None when more than
+        ``limit`` do (the caller then treats every memory as possibly in them)."""
 
 
 class IndexBuildingStore(Protocol):

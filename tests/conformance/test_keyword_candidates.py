@@ -34,6 +34,21 @@ QUERIES = [
 ]
 
 
+def keyword_cutoffs(store, monkeypatch) -> list[float | None]:
+    """The rank cutoff of each keyword answer the store gives from now on (None:
+    it returned every holder), in order."""
+    asked: list[float | None] = []
+    lookup = store.indexed_keyword_candidates
+
+    async def counted(*args, **kwargs):
+        found, stats = await lookup(*args, **kwargs)
+        asked.append(stats.rank_cutoff if stats is not None else None)
+        return found, stats
+
+    monkeypatch.setattr(store, "indexed_keyword_candidates", counted)
+    return asked
+
+
 def _python_ranks(entries, query: str, space: str, stats: KeywordStats) -> dict[str, float]:
     """CandidatePlan.rank of every holder, from the memories themselves."""
     plan = KeywordPlanner(query, space, limit=None).plan(stats)
@@ -150,16 +165,7 @@ async def test_hybrid_search_over_tied_holders_ranks_like_the_full_scan_in_one_p
     monkeypatch.setattr(service_module, "KEYWORD_CANDIDATES", 10**9)
     full = [(e.id, round(e.score or 0.0, 9)) for e in await svc.search(KEY, "green tea", options)]
 
-    store = svc.store
-    asked: list[object] = []
-    lookup = store.indexed_keyword_candidates
-
-    async def counted(*args, **kwargs):
-        found, stats = await lookup(*args, **kwargs)
-        asked.append(stats.rank_cutoff if stats is not None else None)
-        return found, stats
-
-    monkeypatch.setattr(store, "indexed_keyword_candidates", counted)
+    asked = keyword_cutoffs(svc.store, monkeypatch)
     monkeypatch.setattr(service_module, "KEYWORD_CANDIDATES", 2)  # the limit is then the 100 hybrid needs
     bounded = [(e.id, round(e.score or 0.0, 9)) for e in await svc.search(KEY, "green tea", options)]
     assert bounded == full

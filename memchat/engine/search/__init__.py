@@ -33,6 +33,7 @@ from .fusion import (
     HYBRID_TIME_WEIGHT,
     HYBRID_WEIGHTS,
     HybridRanking,
+    memories_in_periods,
     query_periods,
 )
 from .keyword import MIN_KEYWORD_SCORE, keyword_search, lexical_scores, score_entries
@@ -65,6 +66,7 @@ __all__ = [
     "lexical_scores",
     "load_name_tagger",
     "matches_filters",
+    "memories_in_periods",
     "query_periods",
     "score_entries",
     "stem_text",

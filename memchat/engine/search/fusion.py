@@ -53,7 +53,7 @@ Settings chosen on LoCoMo and the paraphrase set (benchmarks/README.md).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from operator import itemgetter
@@ -224,6 +224,16 @@ def _in_periods(entry: Entry, periods: Sequence[tuple[datetime, datetime]]) -> b
     return any(start <= when < end for start, end in periods)
 
 
+def memories_in_periods(
+    entries: Iterable[Entry], periods: Sequence[tuple[datetime, datetime]], limit: int
+) -> list[Entry] | None:
+    """The active ones of ``entries`` whose event_time lies in one of ``periods``
+    ([start, end)); None when more than ``limit`` do (``PeriodStore``'s answer, for
+    a store that has its entries at hand)."""
+    found = [e for e in entries if not e.is_deleted and _in_periods(e, periods)]
+    return None if len(found) > limit else found
+
+
 class HybridRanking:
     """Stage one of hybrid search: every candidate with its dense and keyword
     similarities, ranked. ``rerank_targets`` names the candidates worth a
@@ -244,6 +254,7 @@ class HybridRanking:
         background_alpha: float | None = HYBRID_BACKGROUND_ALPHA,
         keyword_stats: KeywordStats | None = None,
         keyword_scores: Sequence[float] | None = None,
+        period_entries: Sequence[Entry] | None = None,
     ) -> None:
         query = _trim(query or "")
         self.query = query
@@ -258,6 +269,11 @@ class HybridRanking:
         self.semantic_floor = semantic_floor * dense_share
         self.periods = query_periods(query) if share > 0 else []
         self.time_weight = time_weight if self.periods else 0.0
+        # ``period_entries``: every memory in those periods (the store listed them),
+        # so a keyword holder the store left out is known to be outside them.
+        self.periods_known = period_entries is not None
+        #: The time lift a keyword holder the store left out may have.
+        self._left_out_lift = 0.0 if self.periods_known else self.time_weight
 
         self.dense: dict[str, float] = {}
         self.cosine: dict[str, float] = {}
@@ -306,8 +322,9 @@ class HybridRanking:
         if keyword_stats is not None and keyword_stats.df is not None:
             # The collection's document frequencies are known: a dense candidate the
             # store did not rank among its best keyword holders gets its keyword score too.
+            # So does a memory in the periods the query names.
             listed = {e.id for e in scored}
-            for entry in dense_entries:
+            for entry in (*dense_entries, *(period_entries or ())):
                 if entry.id and entry.id not in listed:
                     listed.add(entry.id)
                     scored.append(entry)
@@ -444,7 +461,8 @@ class HybridRanking:
         The store left out holders scoring at most ``cutoff`` (one scoring exactly
         that has an ID after ``after_id``; None: any ID). Such a holder is no dense
         candidate: its dense side is the nearest ones' floor, the token re-rank never
-        saw it, and it may sit in a period the query names (counted as if it did)
+        saw it, it may sit in a period the query names (counted as if it did, unless
+        the store listed the memories in those periods: ``period_entries``)
         and be lifted by its episode (its event_time is not known here). It matters
         if it could (1) be one of the ``HYBRID_RERANK_DEPTH`` re-rank targets, which
         are chosen by score, then ID (the targets, and the weights of their word
@@ -497,11 +515,12 @@ class HybridRanking:
 
     def _pre_rerank(self, keyword: float) -> float:
         """The score of a memory that is no dense candidate and was not re-ranked,
-        with this keyword score, counted as in the period the query names."""
+        with this keyword score, counted as in the period the query names (unless
+        every memory in it is known)."""
         linear = (self.w_dense + self.w_tokens) * self.dense_floor + self.w_keyword * keyword
         relevance = max(linear, self.semantic_floor * self.dense_floor)
         if self.time_weight:
-            relevance = (1.0 - self.time_weight) * relevance + self.time_weight
+            relevance = (1.0 - self.time_weight) * relevance + self._left_out_lift
         return min(max(relevance, 0.0), 1.0)
 
     def _keyword_for(self, score: float) -> float | None:
@@ -511,7 +530,8 @@ class HybridRanking:
             return 0.0
         if self._pre_rerank(1.0) < score or self.w_keyword <= 0:
             return None
-        relevance = (score - self.time_weight) / (1.0 - self.time_weight) if self.time_weight else score
+        tw = self.time_weight
+        relevance = (score - self._left_out_lift) / (1.0 - tw) if tw else score
         base = (self.w_dense + self.w_tokens) * self.dense_floor
         return min(max((relevance - base) / self.w_keyword, 0.0), 1.0)
 
@@ -535,7 +555,11 @@ class HybridRanking:
         and those tied with it that the store's cut put first (an ID up to ``after_id``)."""
         margin = 1e-9
         linear = (self.w_dense + self.w_tokens) * self.dense_floor + self.w_keyword * cutoff
-        if after_id is None or self.time_weight or linear <= self.semantic_floor * self.dense_floor + margin:
+        if (
+            after_id is None
+            or self._left_out_lift
+            or linear <= self.semantic_floor * self.dense_floor + margin
+        ):
             return False  # a lower keyword score may tie with the cutoff's
         best = self._pre_rerank(cutoff)
         ahead = sum(
