@@ -116,6 +116,11 @@ class RedisTransaction(BufferedWrites[bytes]):
             for start in range(0, len(entries), 1000):
                 chunk = entries[start : start + 1000]
                 pipe.zadd(index.recent, {e.id: to_micros(e.updated_at) for e in chunk})
+                dated = {
+                    e.id: to_micros(e.memory.event_time) for e in chunk if e.memory.event_time is not None
+                }
+                if dated:
+                    pipe.zadd(index.when, dated)
         for memory_id, before, after in index_changes:
             queue_replace(pipe, index, memory_id, before, after)
         for memory_id, entry in self._writes.items():
@@ -123,14 +128,20 @@ class RedisTransaction(BufferedWrites[bytes]):
                 pipe.hdel(self._keys.active, memory_id)
                 pipe.hdel(self._keys.deleted, memory_id)
                 pipe.zrem(index.recent, memory_id)
+                pipe.zrem(index.when, memory_id)
             elif entry.is_deleted:
                 pipe.hset(self._keys.deleted, memory_id, encode_entry(entry))
                 pipe.hdel(self._keys.active, memory_id)
                 pipe.zrem(index.recent, memory_id)
+                pipe.zrem(index.when, memory_id)
             else:
                 pipe.hset(self._keys.active, memory_id, encode_entry(entry))
                 pipe.hdel(self._keys.deleted, memory_id)
                 pipe.zadd(index.recent, {memory_id: to_micros(entry.updated_at)})
+                if entry.memory.event_time is None:
+                    pipe.zrem(index.when, memory_id)
+                else:
+                    pipe.zadd(index.when, {memory_id: to_micros(entry.memory.event_time)})
         for memory_id, blob in self._vectors.items():
             if blob is None:
                 pipe.hdel(self._keys.vectors, memory_id)

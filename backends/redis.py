@@ -45,7 +45,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError, WatchError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from memchat.engine.model import BackendError, ConfigError, Entry, UserKey
+from memchat.engine.model import BackendError, ConfigError, Entry, UserKey, to_micros
 from memchat.engine.search.index import KeywordStats
 from memchat.engine.secrets import redact
 from memchat.engine.vectors import ProgressCallback
@@ -127,7 +127,12 @@ class RedisStore:
 
     name = "redis"
     capabilities = Capabilities(
-        vector_search=True, transactions=True, persistent=True, multi_process=True, native_keyword_search=True
+        vector_search=True,
+        transactions=True,
+        persistent=True,
+        multi_process=True,
+        native_keyword_search=True,
+        event_time_lookup=True,
     )
     #: Any dimension fits: the engine sets ``dimension`` to its embedder's.
     fixed_dimension = False
@@ -429,6 +434,29 @@ class RedisStore:
             return len(active)
 
         return await self.atomic(key, work)
+
+    async def memories_in_periods(
+        self, key: UserKey, periods: Sequence[tuple[datetime, datetime]], limit: int
+    ) -> list[Entry] | None:
+        """The user's active memories in ``periods``: ranges of the event-time set."""
+        keys = self.keys_for(key)
+        when = index_keys(keys.active).when
+
+        async def fetch(client: Client) -> list[Entry] | None:
+            ids: dict[str, None] = {}
+            for start, end in periods:
+                found = await client.zrangebyscore(
+                    when, to_micros(start), f"({to_micros(end)}", start=0, num=limit + 1
+                )
+                ids.update(dict.fromkeys(found))
+                if len(ids) > limit:
+                    return None
+            if not ids:
+                return []
+            raws = await client.hmget(keys.active, list(ids))
+            return [self._decode(raw, key, i) for i, raw in zip(ids, raws, strict=True) if raw is not None]
+
+        return await self.run("searching", fetch)
 
     async def keyword_candidates(self, key: UserKey, query: str) -> list[Entry]:
         return await self._entries(key, include_deleted=False)

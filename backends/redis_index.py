@@ -11,6 +11,7 @@ Beside each user's hashes (same hash tag, so one cluster slot)::
     <base>:kw:q           hash  term → how many active memories hold it (the user's terms)
     <base>:kw:s3          hash  active, k_content, k_topics, s_content, s_topics
     <base>:recent         sorted set  active memory ID → updated_at (µs): "the newest N"
+    <base>:when           sorted set  active dated memory ID → event_time (µs): a period's memories
 
 They change in the same MULTI/EXEC as the entries (``queue_replace``: a Lua
 script per changed memory, run at EXEC), under the section's WATCH of the
@@ -21,9 +22,9 @@ formula (search/candidates.py, ``CandidatePlan.rank``) inside Redis and
 returns the best few hundred, whose entries are read by HMGET.
 
 Versions: 1 kept plain sets under ``kw:t:`` (statistics ``kw:stats``, terms
-``kw:df``); 2 a hash per term under ``kw:p:`` (``kw:s2``, ``kw:terms``); 3,
-this one, the packed strings above. A store of an older version is rebuilt
-user by user when it is opened (``INDEX_META`` in the store's meta hash
+``kw:df``); 2 a hash per term under ``kw:p:`` (``kw:s2``, ``kw:terms``); 3 the
+packed strings above; 4, this one, those and the ``when`` set. A store of an
+older version is rebuilt user by user when it is opened (``INDEX_META`` in the store's meta hash
 records the version built), losing nothing. Besides, a search whose recorded
 active count differs from the active hash's size (a memchat that does not
 keep this version wrote the user; likewise when the recent set's size differs
@@ -74,7 +75,7 @@ __all__ = [
 
 #: The store's meta record of the index version its users' indexes were built with.
 INDEX_META = "keyword_index"
-INDEX_VERSION = "3"
+INDEX_VERSION = "4"
 
 #: From this many postings of the query's terms a search ranks their holders in
 #: this process (numpy over the packed records) rather than in a Lua script: a
@@ -86,12 +87,15 @@ _STATS_FIELDS = ("active", "k_content", "k_topics", "s_content", "s_topics")
 
 
 class IndexKeys:
-    __slots__ = ("df", "free", "ids", "legacy", "next", "recent", "slots", "stats", "term_prefix")
+    __slots__ = ("df", "free", "ids", "legacy", "next", "recent", "slots", "stats", "term_prefix", "when")
 
     def __init__(self, base: str) -> None:
         #: Sorted set: active memory ID → updated_at in microseconds (reading the
         #: newest N is a range of it, not a read of the whole hash).
         self.recent = f"{base}:recent"
+        #: Sorted set: active memory ID → event_time in microseconds, for the memories
+        #: that have one (the memories of a period are a range of it).
+        self.when = f"{base}:when"
         self.df = f"{base}:kw:q"
         self.stats = f"{base}:kw:s3"
         self.term_prefix = f"{base}:kw:q:"
@@ -196,7 +200,7 @@ def queue_build(pipe: Any, keys: IndexKeys, entries: Sequence[Entry]) -> None:
 
 async def indexed_terms(client: Any, keys: IndexKeys) -> list[str]:
     """Every key of the user's index, every version's (what ``queue_drop`` deletes)."""
-    names = [keys.recent, keys.df, keys.stats, keys.slots, keys.ids, keys.free, keys.next]
+    names = [keys.recent, keys.when, keys.df, keys.stats, keys.slots, keys.ids, keys.free, keys.next]
     names += [keys.term(t) for t in await client.hkeys(keys.df)]
     for term_list, stats, prefix in keys.legacy:
         names += [term_list, stats, *(prefix + t for t in await client.hkeys(term_list))]

@@ -651,7 +651,7 @@ async def test_a_version_1_index_is_replaced_and_its_keys_dropped(make_store, ra
 async def test_a_version_2_index_is_rebuilt_on_open_with_a_progress_line(make_store, raw) -> None:
     """A store whose index is of version 2 (a hash per term under kw:p:) is rebuilt
     on open, every user, with the progress line of the SQL stores; nothing is lost."""
-    from backends.redis_index import INDEX_META
+    from backends.redis_index import INDEX_META, INDEX_VERSION
     from memchat.engine import SearchOptions
 
     store = make_store()
@@ -676,7 +676,7 @@ async def test_a_version_2_index_is_rebuilt_on_open_with_a_progress_line(make_st
     indexing = [state for state in told if state.label == "indexing"]
     assert indexing[0].done == 0 and indexing[-1].finished and indexing[-1].total == 3
     assert indexing[-1].message() == "Indexing 3 memories for keyword search… 100%"
-    assert await raw.hget(store._meta_key, INDEX_META) == "3"
+    assert await raw.hget(store._meta_key, INDEX_META) == INDEX_VERSION
     base = store.keys_for(UserKey("memory-chat", "one")).active + ":kw:"
     remaining = {k[len(base) :] async for k in raw.scan_iter(match=base + "*")}
     assert not {"p:k:cat", "terms", "s2"} & remaining
@@ -811,3 +811,34 @@ async def test_many_postings_are_ranked_in_the_client_exactly_as_the_script_rank
     assert await results() == by_script
     assert gone
     await svc.close()
+
+
+async def test_a_version_3_index_gets_the_event_time_set_on_open(make_store, raw) -> None:
+    """Version 3 kept no set of event times: opened, the store rebuilds its index,
+    and the memories of a period are listed from the new set."""
+    from datetime import UTC, datetime, timedelta
+
+    from backends.redis_index import INDEX_META, INDEX_VERSION, index_keys
+    from memchat.engine import Metadata
+
+    key = UserKey("memory-chat", "dated")
+    store = make_store()
+    svc = MemoryService(store)
+    may = datetime(2023, 5, 1, tzinfo=UTC)
+    for day in range(1, 11):
+        await svc.add(key, f"Walked the dog, day {day}", metadata=Metadata(event_time=may.replace(day=day)))
+    await svc.add(key, "Undated")
+    await svc.close()
+    when = index_keys(store.keys_for(key).active).when
+    assert await raw.zcard(when) == 10
+    await raw.delete(when)  # what version 3 left
+    await raw.hset(store._meta_key, INDEX_META, "3")
+
+    reopened = make_store()
+    await reopened.open()
+    assert await raw.hget(store._meta_key, INDEX_META) == INDEX_VERSION
+    found = await reopened.memories_in_periods(key, [(may.replace(day=3), may.replace(day=6))], 100)
+    assert found is not None
+    assert sorted(e.memory.text for e in found) == [f"Walked the dog, day {d}" for d in (3, 4, 5)]
+    assert await reopened.memories_in_periods(key, [(may, may + timedelta(days=40))], 5) is None
+    await reopened.close()

@@ -2,8 +2,8 @@
 hybrid search that uses them: a question naming a date ranks as reading every
 keyword holder does, but reads only a bounded number of them (issue 12).
 
-Redis declares no event-time lookup; there a dated question still reads every
-holder, and ranks the same.
+A store declaring no event-time lookup (none today) reads every holder for a
+dated question instead, and ranks the same.
 """
 
 from __future__ import annotations
