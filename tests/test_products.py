@@ -3,6 +3,9 @@ and must give what ``@`` gives, on both sides of the size where BLAS takes over.
 
 from __future__ import annotations
 
+import os
+import signal
+
 import numpy as np
 import pytest
 
@@ -45,3 +48,24 @@ def test_a_split_product_gives_every_row_what_one_pass_gives(monkeypatch, rows: 
     split = products.matrix_times_vector(matrix, vector)
     assert split.shape == (rows,) and split.dtype == np.float32
     assert np.array_equal(split, whole)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_child_splits_products_on_its_own_threads(monkeypatch) -> None:
+    """A program that forks after a search (a preforking server) must not hand its
+    child's shares to the parent's threads, which the child does not have."""
+    monkeypatch.setattr(products, "SPLIT_FROM", 1)
+    monkeypatch.setattr(products, "_shares", lambda: 3)
+    matrix = np.arange(3000, dtype=np.float32).reshape(1000, 3)
+    vector = np.ones(3, dtype=np.float32)
+    expected = products.matrix_times_vector(matrix, vector)  # the parent's pool now exists
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only if the product comes back right, within 10 s
+        signal.alarm(10)
+        ok = np.array_equal(products.matrix_times_vector(matrix, vector), expected)
+        os._exit(0 if ok else 1)
+    os.close(write)
+    os.close(read)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0

@@ -62,6 +62,17 @@ def _workers() -> ThreadPoolExecutor:
         return _pool
 
 
+def _forget_workers() -> None:
+    """In a forked child: the parent's worker threads do not exist there, and a
+    share handed to them would never be computed."""
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_workers)
+
+
 def matrix_times_vector(matrix: Any, vector: Any) -> Any:
     """``matrix @ vector`` (rows · vector), in shares of rows over worker threads
     for a large matrix (the calling thread computes one share itself)."""
