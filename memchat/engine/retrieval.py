@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar, cast
 
 from . import search as keyword
@@ -228,7 +229,7 @@ class Retrieval:
                 return (*await index.indexed_keyword_candidates(key, space, terms, wider), None)
         return await store.keyword_candidates(key, query), None, None
 
-    def _hybrid_keyword_depth(self, query: str, options: SearchOptions) -> int | None:
+    def _hybrid_keyword_depth(self, periods: Sequence[object], options: SearchOptions) -> int | None:
         """How many of the best keyword candidates hybrid search needs: those it may
         re-rank, unless filters, or a date in the query (which lifts every memory of
         that period whatever its keyword rank), can reach past any fixed number.
@@ -238,15 +239,16 @@ class Retrieval:
         about every holder.)"""
         if self._filtered(options):
             return None
-        if keyword.query_periods(query) and not self.store.capabilities.event_time_lookup:
+        if periods and not self.store.capabilities.event_time_lookup:
             return None
         return keyword.HYBRID_RERANK_DEPTH
 
-    async def _period_entries(self, key: UserKey, query: str, depth: int | None) -> list[Entry] | None:
+    async def _period_entries(
+        self, key: UserKey, periods: Sequence[tuple[datetime, datetime]], depth: int | None
+    ) -> list[Entry] | None:
         """The memories in the periods the query names, when the store can list them
         and the keyword half is bounded (``depth``); None otherwise or when there
         are more than ``PERIOD_MEMORIES`` of them."""
-        periods = keyword.query_periods(query)
         if not periods or depth is None or not self.store.capabilities.event_time_lookup:
             return None
         store = cast("PeriodStore", self.store)
@@ -345,12 +347,13 @@ class Retrieval:
         # The query's embedding and then its nearest memories (model work and a large
         # product in threads) and the keyword candidates (store I/O, scoring on the
         # loop) do not depend on each other: one runs while the other waits.
-        keyword_depth = self._hybrid_keyword_depth(query, options)
+        periods = keyword.query_periods(query)
+        keyword_depth = self._hybrid_keyword_depth(periods, options)
         (dense, in_periods), (keyword_entries, keyword_stats, keyword_scores) = await _together(
-            _together(nearest(), self._period_entries(key, query, keyword_depth)),
+            _together(nearest(), self._period_entries(key, periods, keyword_depth)),
             self._keyword_candidates(key, query, LEXICAL_SPACE, keyword_depth, settle=False),
         )
-        if in_periods is None and keyword_depth is not None and keyword.query_periods(query):
+        if in_periods is None and keyword_depth is not None and periods:
             # More memories in the periods than a store lists: every keyword holder.
             keyword_depth = None
             keyword_entries, keyword_stats = await self._keyword_holders_from(key, query, 0.0)
