@@ -44,24 +44,28 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
+
 from memchat.engine.model import Entry, UserKey
 from memchat.engine.search.index import INDEX_VERSION, IndexRecord, index_record
 
 from . import _chroma_newest as newest_list
 from ._chroma_records import chunks
-from ._chroma_shards import TermPostings, decode, level_for, record_id, shard_id, shard_of
+from ._chroma_shards import TermPostings, columns, decode, level_for, record_id, shard_id, shard_of
 from ._keyword_index import Posting, UserKeywordIndex
 
 __all__ = [
     "EMPTY",
     "INDEX_META",
     "ChromaKeywordIndex",
+    "Columns",
     "IndexPlan",
     "UserStats",
     "index_collection_name",
     "index_version",
     "new_token",
     "ranker",
+    "read_in_place",
     "record_of",
 ]
 
@@ -198,37 +202,47 @@ class ChromaKeywordIndex:
         roots = {term: TermPostings.of_root(by_id.get(rid)) for term, rid in zip(terms, ids[1:], strict=True)}
         return stats, roots
 
-    def _load(
-        self, key: UserKey, wanted: Iterable[tuple[str, TermPostings, int]], *, stats: bool = False
-    ) -> UserStats | None:
-        """Read the shards ``wanted`` ((term, its postings, shard)) not read yet, in one
-        request, with the user's statistics when ``stats`` (returned: None without)."""
+    def _load(self, key: UserKey, wanted: Iterable[tuple[str, TermPostings, int]]) -> None:
+        """Read the shards ``wanted`` ((term, its postings, shard)) not read yet, in one request."""
         wanted = list(
             {(term, s): (term, held, s) for term, held, s in wanted if s not in held.shards}.values()
         )
         ids = [shard_id(key, term, held.level, s) for term, held, s in wanted]
-        by_id = self._get([*ids, _stats_id(key)] if stats and ids else ids)
+        by_id = self._get(ids)
         for rid, (_, held, s) in zip(ids, wanted, strict=True):
             held.shards[s] = decode(by_id.get(rid))
-        meta = by_id.get(_stats_id(key))
-        return UserStats.of(meta) if meta is not None else None
 
-    def read(
-        self, key: UserKey, terms: Sequence[str]
-    ) -> tuple[UserStats | None, dict[str, dict[str, Posting]]]:
+    def read(self, key: UserKey, terms: Sequence[str]) -> tuple[UserStats | None, dict[str, Columns]]:
         """The user's statistics (None: none recorded) and the postings of ``terms``
-        (not read when the statistics are dirty: the caller then scans)."""
-        stats, roots = self._roots(key, terms)
+        as columns (not read when the statistics are dirty: the caller then scans).
+        Two requests at most: the statistics with the terms' roots, then the shards
+        of the split terms with the statistics again."""
+        ids = [_stats_id(key), *(record_id(key, term) for term in terms)]
+        by_id = self._get(ids)
+        meta = by_id.get(ids[0])
+        stats = UserStats.of(meta) if meta is not None else None
         if stats is not None and stats.dirty:
             return stats, {}
-        wanted = [(term, held, s) for term, held in roots.items() for s in held.missing()]
-        if wanted:
-            again = self._load(key, wanted, stats=True)
-            if again != stats:
+        parts: dict[str, list[Columns]] = {}
+        split: list[tuple[str, str]] = []  # (term, shard record ID)
+        for term, rid in zip(terms, ids[1:], strict=True):
+            root = by_id.get(rid)
+            level = int((root or {}).get("level") or 0)
+            if level:
+                split += [(term, shard_id(key, term, level, s)) for s in range(1 << level)]
+            elif root is not None:
+                parts[term] = [columns(root)]
+        if split:
+            shards = self._get([*(rid for _, rid in split), ids[0]])
+            again = shards.get(ids[0])
+            if (UserStats.of(again) if again is not None else None) != stats:
                 # A write of the user between the two requests (a search takes no
                 # lock): the shards may not match the roots, so the caller scans.
                 return replace(stats or EMPTY, complete=False), {}
-        return stats, {term: merged for term, held in roots.items() if (merged := held.merged())}
+            for term, rid in split:
+                if rid in shards:
+                    parts.setdefault(term, []).append(columns(shards[rid]))
+        return stats, {term: _joined(held) for term, held in parts.items() if any(len(i) for i, _ in held)}
 
     def stats(self, key: UserKey) -> UserStats | None:
         return self._roots(key, ())[0]
@@ -427,27 +441,43 @@ class ChromaKeywordIndex:
         )
 
 
-def ranker(stats: UserStats | None, postings: dict[str, dict[str, Posting]]) -> UserKeywordIndex:
+#: One term's postings as a search reads them: its holders' memory IDs and an
+#: array of their counts (backends/_chroma_shards.py ``columns``).
+Columns = tuple[list[str], Any]
+
+
+def _joined(parts: Sequence[Columns]) -> Columns:
+    if len(parts) == 1:
+        return parts[0]
+    return [mid for ids, _ in parts for mid in ids], np.concatenate([counts for _, counts in parts])
+
+
+def ranker(stats: UserStats | None, postings: dict[str, Columns]) -> UserKeywordIndex:
     """The in-memory index of one query's postings, to rank them as every store does."""
-    index = UserKeywordIndex()
     current = stats or EMPTY
-    index.count = current.active
-    index.lengths = list(current.lengths)
-    index.postings = postings
-    for held in postings.values():
-        for memory_id in held:
-            if memory_id not in index.slots:
-                index.slots[memory_id] = len(index.ids)
-                index.ids.append(memory_id)
-    return index
+    return UserKeywordIndex.of_columns(current.active, current.lengths, postings)
 
 
 #: What else opening builds with the index: 1, the records' ``DENSE_KEY``;
 #: 2, the statistics' ``records``; 3, common terms' postings split into shards
-#: (backends/_chroma_shards.py); 4, the statistics' newest memories (backends/_chroma_newest.py).
-LAYOUT = 4
+#: (backends/_chroma_shards.py); 4, the statistics' newest memories (backends/_chroma_newest.py);
+#: 5, postings as a list of IDs and an array of counts instead of one JSON object.
+LAYOUT = 5
 
 
 def index_version() -> str:
     """The meta value of a collection indexed as this memchat does."""
     return f"{INDEX_VERSION}.{LAYOUT}"
+
+
+#: Layouts read as they are, without indexing again: layout 4 differs from 5
+#: only in how a record holds its postings, which ``columns`` reads either way
+#: (a record takes layout 5 when a write changes it). Re-indexing 100k memories
+#: took over ten minutes; opening records 5 instead, so an older memchat, which
+#: cannot read layout 5's records, indexes again when it opens the collection.
+READ_IN_PLACE = (4, LAYOUT)
+
+
+def read_in_place(version: str | None) -> bool:
+    """Whether a collection whose index meta is ``version`` is searched as it is."""
+    return version in {f"{INDEX_VERSION}.{layout}" for layout in READ_IN_PLACE}

@@ -23,7 +23,15 @@ from memchat.engine.search.index import KeywordStats
 from memchat.engine.vectors import IndexingProgress, ProgressCallback, report_progress
 
 from . import _chroma_newest as newest_list
-from ._chroma_index import EMPTY, INDEX_META, ChromaKeywordIndex, UserStats, index_version, ranker
+from ._chroma_index import (
+    EMPTY,
+    INDEX_META,
+    ChromaKeywordIndex,
+    UserStats,
+    index_version,
+    ranker,
+    read_in_place,
+)
 from ._chroma_records import DENSE_KEY, chunks, dense_filter, dense_tag, record_entry, record_id, user_filter
 from ._vectors import check_query
 
@@ -85,12 +93,15 @@ class ChromaSearch:
         if index is None:
             return
         collection = await self._ready()
-        if await self.read_meta(INDEX_META) == index_version():
+        recorded = await self.read_meta(INDEX_META)
+        if read_in_place(recorded):
             every = await self._read_call("reading the keyword index", index.every_stats)
             # A writer that does not keep the index (an older memchat) adding or
             # removing records makes the counts differ.
             total = await self._read_call("counting", collection.count)
             if sum(s.records for s in every.values()) == total and not any(s.dirty for s in every.values()):
+                if recorded != index_version():
+                    await self.write_meta(INDEX_META, index_version())
                 self._index_ready = True
                 return
         else:

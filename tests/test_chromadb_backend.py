@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import socket
 import uuid
 from collections.abc import AsyncIterator
@@ -540,6 +541,50 @@ async def test_an_index_of_the_previous_layout_is_rebuilt_on_open(make_store, mo
         assert await _keyword_results(reopened) == before
         await reopened.add(contract.KEY, "Alice drinks tea in Paris")
         assert (await _keyword(reopened, "paris")) == ["Alice drinks tea in Paris"]
+
+
+async def test_postings_of_layout_4_are_read_in_place_and_take_layout_5_when_written(
+    make_store, monkeypatch
+) -> None:
+    """Layout 4 held a record's postings as one JSON object ("postings"); layout 5
+    holds a list of IDs and an array of counts. A collection of layout 4 opens
+    without indexing again (100k memories took over ten minutes), searches find
+    what they found before, and a record takes layout 5 when a write changes it.
+    Where an older memchat wrote "postings" over a record of layout 5 (Chroma
+    keeps the keys it does not name), its postings are the ones read."""
+    monkeypatch.setattr(shards, "SPLIT_AT", 4)
+    store = await make_store(dimension=384)
+    async with MemoryService(store, embedder=HashEmbedder(), limit=0) as svc:
+        for text in _SPLIT_TEXTS:
+            await svc.add(contract.KEY, text)
+        before = await _keyword_results(svc)
+        assert before["alice"] and before["tea"]
+        index = store._index.collection
+        found = index.get(where={"kind": "term"}, include=["metadatas"])
+        legacy = []
+        for meta in found["metadatas"]:
+            postings = json.dumps({m: list(c) for m, c in shards.decode(meta).items()})
+            legacy.append({"ids": "[]", "counts": "", "postings": postings})  # stale layout-5 keys kept
+        index.update(ids=found["ids"], metadatas=legacy)
+        await store.write_meta(INDEX_META, index_version().rsplit(".", 1)[0] + ".4")
+        assert await _keyword_results(svc) == before
+    told: list[Any] = []
+    reopened = MemoryService(
+        await make_store(dimension=384, opened=False), embedder=HashEmbedder(), limit=0, progress=told.append
+    )
+    async with reopened:
+        assert not [state for state in told if state.label == "indexing"]
+        # Recorded as layout 5: an older memchat, which cannot read its records, indexes again.
+        assert await reopened.store.read_meta(INDEX_META) == index_version()
+        assert await _keyword_results(reopened) == before
+        await reopened.add(contract.KEY, "Alice drinks tea in Paris")
+        assert (await _keyword(reopened, "paris")) == ["Alice drinks tea in Paris"]
+        assert (await _keyword(reopened, "alice"))[0] == "Alice drinks tea in Paris"
+        index = reopened.store._index.collection
+        metas = index.get(where={"kind": "term"}, include=["metadatas"])["metadatas"]
+        written = [meta for meta in metas if "postings" not in meta]
+        assert any(json.loads(meta["ids"]) for meta in written)
+        assert any("postings" in meta for meta in metas)  # records no write touched stay as they were
 
 
 async def test_a_search_sees_what_another_store_object_wrote(make_store) -> None:
