@@ -50,6 +50,7 @@ from memchat.engine.model import Entry, UserKey
 from memchat.engine.search.index import INDEX_VERSION, IndexRecord, index_record
 
 from . import _chroma_newest as newest_list
+from ._chroma_postings import ShardCache, Slots
 from ._chroma_records import chunks
 from ._chroma_shards import TermPostings, columns, decode, level_for, record_id, shard_id, shard_of
 from ._keyword_index import Posting, UserKeywordIndex
@@ -58,7 +59,6 @@ __all__ = [
     "EMPTY",
     "INDEX_META",
     "ChromaKeywordIndex",
-    "Columns",
     "IndexPlan",
     "UserStats",
     "index_collection_name",
@@ -184,6 +184,8 @@ class ChromaKeywordIndex:
 
     def __init__(self, collection: Any) -> None:
         self.collection = collection
+        #: Shard records searches read, per user and version.
+        self.shards = ShardCache()
 
     # -- reads ---------------------------------------------------------------
 
@@ -212,37 +214,50 @@ class ChromaKeywordIndex:
         for rid, (_, held, s) in zip(ids, wanted, strict=True):
             held.shards[s] = decode(by_id.get(rid))
 
-    def read(self, key: UserKey, terms: Sequence[str]) -> tuple[UserStats | None, dict[str, Columns]]:
-        """The user's statistics (None: none recorded) and the postings of ``terms``
-        as columns (not read when the statistics are dirty: the caller then scans).
-        Two requests at most: the statistics with the terms' roots, then the shards
-        of the split terms with the statistics again."""
+    def read(
+        self, key: UserKey, terms: Sequence[str]
+    ) -> tuple[UserStats | None, Sequence[str], dict[str, Slots]]:
+        """The user's statistics (None: none recorded), the user's memory IDs, and
+        the postings of ``terms`` as (places among those IDs, counts) arrays (not
+        read when the statistics are dirty: the caller then scans). Two requests
+        at most: the statistics with the terms' roots, then the shards of the
+        split terms not kept from an earlier search at this version
+        (backends/_chroma_postings.py), with the statistics again."""
         ids = [_stats_id(key), *(record_id(key, term) for term in terms)]
         by_id = self._get(ids)
         meta = by_id.get(ids[0])
         stats = UserStats.of(meta) if meta is not None else None
         if stats is not None and stats.dirty:
-            return stats, {}
-        parts: dict[str, list[Columns]] = {}
-        split: list[tuple[str, str]] = []  # (term, shard record ID)
+            return stats, [], {}
+        version = stats.version if stats is not None else ""
+        user = self.shards.at(key, version)
+        records: dict[str, list[str]] = {}  # term → its records holding postings
+        roots: dict[str, tuple[list[str], Any]] = {}
         for term, rid in zip(terms, ids[1:], strict=True):
             root = by_id.get(rid)
             level = int((root or {}).get("level") or 0)
             if level:
-                split += [(term, shard_id(key, term, level, s)) for s in range(1 << level)]
+                records[term] = [shard_id(key, term, level, s) for s in range(1 << level)]
             elif root is not None:
-                parts[term] = [columns(root)]
-        if split:
-            shards = self._get([*(rid for _, rid in split), ids[0]])
+                records[term], roots[rid] = [rid], columns(root)
+        placed = self.shards.place(key, user, version, roots, keep=False)
+        split = [rid for held in records.values() for rid in held if rid not in roots]
+        placed.update(self.shards.held(user, split) if version else {})
+        missing = [rid for rid in split if rid not in placed]
+        if missing:
+            shards = self._get([*missing, ids[0]])
             again = shards.get(ids[0])
             if (UserStats.of(again) if again is not None else None) != stats:
                 # A write of the user between the two requests (a search takes no
                 # lock): the shards may not match the roots, so the caller scans.
-                return replace(stats or EMPTY, complete=False), {}
-            for term, rid in split:
-                if rid in shards:
-                    parts.setdefault(term, []).append(columns(shards[rid]))
-        return stats, {term: _joined(held) for term, held in parts.items() if any(len(i) for i, _ in held)}
+                return replace(stats or EMPTY, complete=False), [], {}
+            # A shard no holder reached is not written: kept as empty, not asked for again.
+            read = {rid: columns(shards.get(rid)) for rid in missing}
+            placed.update(self.shards.place(key, user, version, read, keep=bool(version)))
+        postings = {
+            term: _joined([placed[rid] for rid in held if rid in placed]) for term, held in records.items()
+        }
+        return stats, user.names, {term: held for term, held in postings.items() if len(held[0])}
 
     def stats(self, key: UserKey) -> UserStats | None:
         return self._roots(key, ())[0]
@@ -348,20 +363,28 @@ class ChromaKeywordIndex:
     def commit(self, plan: IndexPlan, token: str) -> str:
         """Write a prepared change (after the memories were written), removing the
         section's mark; the new version."""
-        return self._write(
-            plan.key,
-            plan.writes,
-            plan.dropped,
-            plan.active,
-            plan.records,
-            plan.lengths,
-            {_MARK + token},
-            plan.newest,
-        )
+        try:
+            version = self._write(
+                plan.key,
+                plan.writes,
+                plan.dropped,
+                plan.active,
+                plan.records,
+                plan.lengths,
+                {_MARK + token},
+                plan.newest,
+            )
+        except BaseException:
+            self.shards.drop(plan.key)
+            raise
+        before = plan.before.version if plan.before is not None else ""
+        self.shards.advance(plan.key, before, version, [*plan.writes, *plan.dropped])
+        return version
 
     def rebuild(self, key: UserKey, entries: Iterable[Entry], records: int) -> str:
         """Index the user's active ``entries`` afresh (its old records and every mark
         removed), the user holding ``records`` records; the new version."""
+        self.shards.drop(key)
         token = new_token()
         self.mark(key, token)
         postings: dict[str, dict[str, Posting]] = {}
@@ -441,21 +464,18 @@ class ChromaKeywordIndex:
         )
 
 
-#: One term's postings as a search reads them: its holders' memory IDs and an
-#: array of their counts (backends/_chroma_shards.py ``columns``).
-Columns = tuple[list[str], Any]
-
-
-def _joined(parts: Sequence[Columns]) -> Columns:
+def _joined(parts: Sequence[Slots]) -> Slots:
     if len(parts) == 1:
         return parts[0]
-    return [mid for ids, _ in parts for mid in ids], np.concatenate([counts for _, counts in parts])
+    if not parts:
+        return np.zeros(0, dtype=np.int32), np.zeros((0, 4), dtype=np.int32)
+    return np.concatenate([places for places, _ in parts]), np.concatenate([counts for _, counts in parts])
 
 
-def ranker(stats: UserStats | None, postings: dict[str, Columns]) -> UserKeywordIndex:
+def ranker(stats: UserStats | None, names: Sequence[str], postings: dict[str, Slots]) -> UserKeywordIndex:
     """The in-memory index of one query's postings, to rank them as every store does."""
     current = stats or EMPTY
-    return UserKeywordIndex.of_columns(current.active, current.lengths, postings)
+    return UserKeywordIndex.of_slots(current.active, current.lengths, names, postings)
 
 
 #: What else opening builds with the index: 1, the records' ``DENSE_KEY``;

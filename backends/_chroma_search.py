@@ -154,10 +154,10 @@ class ChromaSearch:
         if not self._index_ready or index is None:
             return await self.list(key), None
         terms = list(dict.fromkeys(terms))
-        stats, postings = await self._read_call("searching", index.read, key, terms)
+        stats, names, postings = await self._read_call("searching", index.read, key, terms)
         if stats is not None and stats.dirty:
             return await self.list(key), None
-        ids, found = ranker(stats, postings).lookup(space, terms, planner)
+        ids, found = ranker(stats, names, postings).lookup(space, terms, planner)
         version = stats.version if stats is not None else ""
         entries = await self._active_entries(key, version, [record_id(key, mid) for mid in ids])
         return entries, found

@@ -3,7 +3,6 @@ memchat/engine/search/index.py): what the in-memory store keeps per user."""
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +24,7 @@ class UserKeywordIndex:
     kept as arrays of slots and counts too (rebuilt on the first search after
     the term changes), so ranking a common term's holders is a few numpy passes."""
 
-    __slots__ = ("_arrays", "count", "free", "ids", "lengths", "listed", "postings", "records", "slots")
+    __slots__ = ("_arrays", "count", "free", "ids", "lengths", "postings", "records", "slots")
 
     def __init__(self) -> None:
         self.postings: dict[str, dict[str, Posting]] = {}
@@ -36,27 +35,21 @@ class UserKeywordIndex:
         self.ids: list[str | None] = []
         self.free: list[int] = []
         self._arrays: dict[str, tuple[Any, Any]] = {}
-        #: The holders' IDs of terms read as columns (``of_columns``), which have no postings.
-        self.listed: dict[str, Sequence[str]] = {}
 
     @classmethod
-    def of_columns(
-        cls, count: int, lengths: Sequence[int], postings: Mapping[str, tuple[Sequence[str], Any]]
+    def of_slots(
+        cls, count: int, lengths: Sequence[int], names: Sequence[str], postings: Mapping[str, tuple[Any, Any]]
     ) -> UserKeywordIndex:
-        """The index of one query's postings read from a store (term → its holders'
-        IDs and an array of their counts): ranked as this index ranks, without a
-        per-posting object (Chroma reads a common term's 40k postings this way)."""
+        """The index of one query's postings read from a store: term → its holders'
+        places in ``names`` (the user's memory IDs) and an array of their counts.
+        Ranked as this index ranks, without a per-posting object (Chroma reads a
+        common term's 40k postings this way). ``names`` is read, never changed."""
         index = cls()
         index.count = count
         index.lengths = list(lengths)
-        # Each memory's slot: its first place among the terms' holders (one dict made in C).
-        named = list(dict.fromkeys(itertools.chain.from_iterable(held for held, _ in postings.values())))
-        slots = index.slots = dict(zip(named, range(len(named)), strict=True))
-        index.ids = list(named)
-        for term, (held, counts) in postings.items():
-            taken = np.fromiter(map(slots.__getitem__, held), dtype=np.int64, count=len(held))
-            index._arrays[term] = (taken, np.asarray(counts, dtype=np.float64))
-            index.listed[term] = held
+        index.ids = names  # type: ignore[assignment]
+        for term, (places, counts) in postings.items():
+            index._arrays[term] = (np.asarray(places, dtype=np.int64), np.asarray(counts, dtype=np.float64))
         return index
 
     def replace(self, memory_id: str, entry: Entry | None) -> None:
@@ -96,7 +89,15 @@ class UserKeywordIndex:
 
     def _holders(self, term: str) -> Collection[str]:
         held = self.postings.get(term)
-        return held if held is not None else self.listed.get(term, ())
+        if held is not None or term not in self._arrays:
+            return held or ()
+        return [name for slot in self._arrays[term][0].tolist() if (name := self.ids[slot]) is not None]
+
+    def _df(self, term: str) -> int:
+        held = self.postings.get(term)
+        if held is not None or term not in self._arrays:
+            return len(held or ())
+        return len(self._arrays[term][0])
 
     def _columns(self, term: str) -> tuple[Any, Any]:
         """(slots, counts) of the term's holders as arrays."""
@@ -120,7 +121,7 @@ class UserKeywordIndex:
             for term in terms:
                 ids.update(self._holders(term))
             return ids, KeywordStats.of(space, self.count, self.lengths)
-        df = {term: len(self._holders(term)) for term in terms}
+        df = {term: self._df(term) for term in terms}
         stats = KeywordStats.of(space, self.count, self.lengths, df)
         plan = planner.plan(stats)
         held = [term for term in terms if df[term]]

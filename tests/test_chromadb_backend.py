@@ -587,6 +587,86 @@ async def test_postings_of_layout_4_are_read_in_place_and_take_layout_5_when_wri
         assert any("postings" in meta for meta in metas)  # records no write touched stay as they were
 
 
+def _count_reads(store: ChromaStore) -> list[int]:
+    """The number of records each request of ``store``'s index asks for, as it runs."""
+    collection = store._index.collection
+    asked: list[int] = []
+    get = collection.get
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        asked.append(len(kwargs.get("ids") or ()))
+        return get(*args, **kwargs)
+
+    collection.get = counted
+    return asked
+
+
+async def test_searches_between_writes_keep_the_shards_read_and_rank_as_the_in_memory_store(
+    make_store, monkeypatch
+) -> None:
+    """A search keeps the shards of common terms it read (per user and version):
+    the same search again asks for the statistics and roots only, and after an
+    add it reads again only the shards the add wrote. Searches between adds,
+    updates and deletes rank as the in-memory store does for the same memories."""
+    monkeypatch.setattr(shards, "SPLIT_AT", 4)
+    store = await make_store(dimension=384)
+    async with (
+        MemoryService(store, embedder=HashEmbedder(), limit=0) as svc,
+        MemoryService(create("inmemory"), embedder=HashEmbedder(), limit=0) as reference,
+    ):
+        added = []
+        for text in _SPLIT_TEXTS:
+            added.append(await svc.add(contract.KEY, text))
+            await reference.add(contract.KEY, text)
+        asked = _count_reads(store)
+        assert await _keyword(svc, "alice") == await _keyword(reference, "alice")
+        first = list(asked)
+        assert first[0] == 2 and first[1] >= 8  # the statistics and root; every shard of "alice"
+        asked.clear()
+        assert await _keyword(svc, "alice") == await _keyword(reference, "alice")
+        assert asked == [2]  # the statistics and the root: the shards were kept
+        await svc.add(contract.KEY, "Alice drinks tea in Porto")
+        await reference.add(contract.KEY, "Alice drinks tea in Porto")
+        asked.clear()
+        assert await _keyword(svc, "alice") == await _keyword(reference, "alice")
+        assert asked[0] == 2 and asked[1] == 2  # the one shard of "alice" the add wrote, and the statistics
+        for i, entry in enumerate(added):
+            if i % 5 == 0:
+                text = entry.memory.text.replace("Alice", "Bob")
+                await svc.update(contract.KEY, entry.id, text)
+                await reference.update(contract.KEY, entry.id, text)
+            elif i % 7 == 1:
+                await svc.delete(contract.KEY, entry.id)
+                await reference.delete(contract.KEY, entry.id)
+            else:
+                continue
+            assert await _keyword_results(svc) == await _keyword_results(reference), f"after write {i}"
+
+
+async def test_kept_shards_are_bounded_and_another_writer_is_seen(make_store, monkeypatch) -> None:
+    """Past its bound a user's kept shards give way (searches read them again and
+    rank the same), and a write by another store object (another process) makes
+    the next search read the user's shards afresh."""
+    monkeypatch.setattr(shards, "SPLIT_AT", 4)
+    first = await make_store(dimension=384)
+    second = await make_store(dimension=384)
+    first._index.shards.max_postings = 10
+    async with (
+        MemoryService(first, embedder=HashEmbedder(), limit=0) as svc,
+        MemoryService(second, embedder=HashEmbedder(), limit=0) as other,
+    ):
+        for text in _SPLIT_TEXTS:
+            await svc.add(contract.KEY, text)
+        before = await _keyword_results(svc)
+        assert await _keyword_results(svc) == before
+        kept = first._index.shards._items[contract.KEY]
+        assert 0 < kept.size <= 10
+        await other.add(contract.KEY, "Alice drinks green tea in Porto note 99")
+        found = await _keyword(svc, "green tea Porto")
+        assert found[0] == "Alice drinks green tea in Porto note 99"
+        assert len(await _keyword(svc, "alice")) == min(len(_SPLIT_TEXTS) + 1, 10)
+
+
 async def test_a_search_sees_what_another_store_object_wrote(make_store) -> None:
     """Searches reuse the memories they read only while the user's index version
     is unchanged: another process's write (another store object here) is seen."""
