@@ -3,7 +3,7 @@ memchat/engine/search/index.py): what the in-memory store keeps per user."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -87,17 +87,12 @@ class UserKeywordIndex:
             self._arrays.pop(term, None)
             self.postings.setdefault(term, {})[memory_id] = tuple(counts)  # type: ignore[assignment]
 
-    def _holders(self, term: str) -> Collection[str]:
+    def _holders(self, term: str) -> Iterable[str]:
         held = self.postings.get(term)
-        if held is not None or term not in self._arrays:
-            return held or ()
-        return [name for slot in self._arrays[term][0].tolist() if (name := self.ids[slot]) is not None]
-
-    def _df(self, term: str) -> int:
-        held = self.postings.get(term)
-        if held is not None or term not in self._arrays:
-            return len(held or ())
-        return len(self._arrays[term][0])
+        if held is not None:
+            return held
+        # An index of slots (``of_slots``): the term's holders by their places.
+        return [name for slot in self._columns(term)[0].tolist() if (name := self.ids[slot]) is not None]
 
     def _columns(self, term: str) -> tuple[Any, Any]:
         """(slots, counts) of the term's holders as arrays."""
@@ -121,7 +116,7 @@ class UserKeywordIndex:
             for term in terms:
                 ids.update(self._holders(term))
             return ids, KeywordStats.of(space, self.count, self.lengths)
-        df = {term: self._df(term) for term in terms}
+        df = {term: len(self._columns(term)[0]) for term in terms}
         stats = KeywordStats.of(space, self.count, self.lengths, df)
         plan = planner.plan(stats)
         held = [term for term in terms if df[term]]

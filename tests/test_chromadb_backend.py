@@ -484,12 +484,12 @@ async def _keyword_results(svc: MemoryService) -> dict[str, list[str]]:
     return {q: await _keyword(svc, q) for q in _SPLIT_QUERIES}
 
 
-async def test_common_terms_split_into_shards_rank_as_the_in_memory_store(make_store, monkeypatch) -> None:
-    """Adds, updates and deletes of memories holding split terms (shards of about
-    two holders, split again as they fill) leave the keyword search what the
-    in-memory store returns for the same memories."""
-    monkeypatch.setattr(shards, "SPLIT_AT", 4)
-    store = await make_store(dimension=384)
+@contextlib.asynccontextmanager
+async def _beside_the_in_memory_store(
+    store: ChromaStore,
+) -> AsyncIterator[tuple[MemoryService, MemoryService, list[Any]]]:
+    """(the service on ``store``, one on the in-memory store, the entries added to
+    the first) with ``_SPLIT_TEXTS`` added to both."""
     async with (
         MemoryService(store, embedder=HashEmbedder(), limit=0) as svc,
         MemoryService(create("inmemory"), embedder=HashEmbedder(), limit=0) as reference,
@@ -498,6 +498,16 @@ async def test_common_terms_split_into_shards_rank_as_the_in_memory_store(make_s
         for text in _SPLIT_TEXTS:
             added.append(await svc.add(contract.KEY, text))
             await reference.add(contract.KEY, text)
+        yield svc, reference, added
+
+
+async def test_common_terms_split_into_shards_rank_as_the_in_memory_store(make_store, monkeypatch) -> None:
+    """Adds, updates and deletes of memories holding split terms (shards of about
+    two holders, split again as they fill) leave the keyword search what the
+    in-memory store returns for the same memories."""
+    monkeypatch.setattr(shards, "SPLIT_AT", 4)
+    store = await make_store(dimension=384)
+    async with _beside_the_in_memory_store(store) as (svc, reference, added):
         for entry in added[::5]:
             text = entry.memory.text.replace("Alice", "Bob")
             await svc.update(contract.KEY, entry.id, text)
@@ -610,14 +620,7 @@ async def test_searches_between_writes_keep_the_shards_read_and_rank_as_the_in_m
     updates and deletes rank as the in-memory store does for the same memories."""
     monkeypatch.setattr(shards, "SPLIT_AT", 4)
     store = await make_store(dimension=384)
-    async with (
-        MemoryService(store, embedder=HashEmbedder(), limit=0) as svc,
-        MemoryService(create("inmemory"), embedder=HashEmbedder(), limit=0) as reference,
-    ):
-        added = []
-        for text in _SPLIT_TEXTS:
-            added.append(await svc.add(contract.KEY, text))
-            await reference.add(contract.KEY, text)
+    async with _beside_the_in_memory_store(store) as (svc, reference, added):
         asked = _count_reads(store)
         assert await _keyword(svc, "alice") == await _keyword(reference, "alice")
         first = list(asked)
