@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 import numpy as np
 
 from memchat.engine.model import UserKey
+from memchat.engine.search.scope import outside_search
 
 from ._vectors import MatrixCache, UserMatrix
 
@@ -56,7 +57,8 @@ class ChromaMatrices:
         """Read the user's matrix in the background, unless a read is under way."""
         if key in self._reads:
             return
-        task = asyncio.get_running_loop().create_task(self._read(key, read))
+        # Its reads of the statistics must be its own, not those of the search starting it.
+        task = asyncio.get_running_loop().create_task(self._read(key, read), context=outside_search())
         self._reads[key] = task
         task.add_done_callback(lambda _: self._reads.pop(key, None))
 

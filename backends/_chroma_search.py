@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from memchat.engine.model import Entry, UserKey, to_micros
 from memchat.engine.products import matrix_times_vector
 from memchat.engine.search.index import KeywordStats
+from memchat.engine.search.scope import share, shared_read
 from memchat.engine.vectors import IndexingProgress, ProgressCallback, report_progress
 
 from . import _chroma_newest as newest_list
@@ -79,12 +80,18 @@ class ChromaSearch:
 
     async def _user_stats(self, key: UserKey) -> UserStats | None:
         """The user's index statistics when they can be trusted, else None."""
-        if not self._index_ready or self._index is None:
+        index = self._index
+        if not self._index_ready or index is None:
             return None
-        stats = await self._read_call("reading", self._index.stats, key)
+        # Within one search, the statistics the keyword read brought (or an earlier ask).
+        stats = await shared_read(self._stats_read(key), lambda: self._read_call("reading", index.stats, key))
         if stats is None:
             return EMPTY  # no memory written yet
         return None if stats.dirty else stats
+
+    def _stats_read(self, key: UserKey) -> tuple[str, int, UserKey]:
+        """The name of this store's read of the user's statistics, shared within a search."""
+        return ("chroma statistics", id(self), key)
 
     async def _ensure_keyword_index(self) -> None:
         """Index a collection made before the keyword index (or changed by a memchat
@@ -157,6 +164,9 @@ class ChromaSearch:
         stats, names, postings = await self._read_call("searching", index.read, key, terms)
         if stats is not None and stats.dirty:
             return await self.list(key), None
+        # Clean statistics, checked unchanged over the read: the nearest memories'
+        # ask of the same search (after the query's embedding) needs no other.
+        share(self._stats_read(key), stats)
         ids, found = ranker(stats, names, postings).lookup(space, terms, planner)
         version = stats.version if stats is not None else ""
         entries = await self._active_entries(key, version, [record_id(key, mid) for mid in ids])

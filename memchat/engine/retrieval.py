@@ -19,6 +19,7 @@ from .model import SEARCH_KEYWORD, SEARCH_MODES, SEARCH_SEMANTIC, Entry, SearchO
 from .search.bridge import BRIDGE_HOLDERS, bridge, merge, relation_in, relation_words
 from .search.candidates import KEYWORD_CANDIDATES, KeywordPlanner
 from .search.index import KEYWORD_SPACE, LEXICAL_SPACE, KeywordStats, query_terms
+from .search.scope import one_search
 
 if TYPE_CHECKING:
     from .embedding import Embedder
@@ -150,7 +151,10 @@ class Retrieval:
         await self._ready()
         if not isinstance(query, str) or not query.strip():
             return []
-        options = options or SearchOptions()
+        with one_search():  # what one store call of this search read, the next may reuse
+            return await self._search(key, query, options or SearchOptions())
+
+    async def _search(self, key: UserKey, query: str, options: SearchOptions) -> list[Entry]:
         mode = options.resolved_mode(self.search_mode)
         relation = None if options.order_by_event_time else relation_in(query)
         if relation is None:
