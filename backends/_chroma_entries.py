@@ -42,3 +42,11 @@ class EntryCache(VersionedEntries):
             return
         self._items[key] = taken
         self.advance(key, before, after, written)
+
+    def fill(self, key: UserKey, version: str, read: Mapping[str, Entry]) -> None:
+        """Entries read at ``version``, kept unless the user is kept at another version
+        (a write of this process went past it meanwhile)."""
+        cached = self._items.get(key)
+        if cached is not None and cached[0] != version:
+            return
+        self.at(key, version).update(read)

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import socket
+import threading
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -33,8 +34,8 @@ import chromadb
 from chromadb.config import Settings
 
 from backends import _chroma_newest as newest
+from backends import _chroma_search, create
 from backends import _chroma_shards as shards
-from backends import create
 from backends._chroma_index import INDEX_META, index_collection_name, index_version
 from backends._chroma_records import dense_tag
 from backends.chromadb import ChromaStore
@@ -888,3 +889,86 @@ async def test_clearing_reads_the_user_s_index_records_a_page_at_a_time(make_sto
         assert await _keyword(svc, "cello") == []
         await svc.add(contract.KEY, "Dan plays the cello too")
         assert await _keyword(svc, "cello") == ["Dan plays the cello too"]
+
+
+class _ModelPaced(HashEmbedder):
+    """Embeds a query once the store's keyword read is back, as the real model
+    (25 ms) does after that read (5 ms): a hash embedder answers at once."""
+
+    def __init__(self, store: ChromaStore) -> None:
+        super().__init__()
+        self.read_back = threading.Event()
+        index = store._index
+        read = index.read
+
+        def reading(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return read(*args, **kwargs)
+            finally:
+                self.read_back.set()
+
+        index.read = reading
+
+    async def embed_query(self, texts: Any) -> Any:
+        for _ in range(400):  # at most 2 s: a search without a keyword read goes on
+            if self.read_back.is_set():
+                break
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.02)  # the search's own coroutine takes the read's answer
+        self.read_back.clear()
+        return await self.embed(texts)
+
+
+async def test_a_search_after_the_background_read_asks_the_server_once(make_store, monkeypatch) -> None:
+    """A process opening a user's memories (a new store object) reads the user's
+    vectors and, up to ``ENTRIES_KEPT_UP_TO`` memories, their records in one
+    background read after its first search. The hybrid searches after it ask the
+    server for the statistics with the query terms' postings, once: the nearest
+    memories' side reuses those statistics and reads no memory. They rank as the
+    in-memory store does. Past the bound, the records of the memories ranked are
+    read per search, and the results are the same."""
+    writer = await make_store(dimension=384)
+    results: dict[str, list[Any]] = {}
+    async with _beside_the_in_memory_store(writer) as (_, reference, _added):
+        for bound, memories_read in ((len(_SPLIT_TEXTS), False), (len(_SPLIT_TEXTS) - 1, True)):
+            monkeypatch.setattr(_chroma_search, "ENTRIES_KEPT_UP_TO", bound)
+            store = await make_store(dimension=384)
+            async with MemoryService(store, embedder=_ModelPaced(store), limit=0) as svc:
+                # The server's HNSW (one memory read); the background read starts.
+                assert len(await store.vector_candidates(contract.KEY, HashEmbedder().vector("tea"), 1)) == 1
+                for _ in range(100):
+                    stats = await store._user_stats(contract.KEY)
+                    if stats is not None and store._matrices.at(contract.KEY, stats.version) is not None:
+                        break
+                    await asyncio.sleep(0.05)
+                index_reads = _count_reads(store)
+                memory_reads: list[str] = []
+                collection = await store._ready()
+                for name in ("get", "query"):
+                    real = getattr(collection, name)
+
+                    def counted(
+                        *args: Any,
+                        _real: Any = real,
+                        _name: str = name,
+                        _asked: list[str] = memory_reads,
+                        **kwargs: Any,
+                    ) -> Any:
+                        _asked.append(_name)
+                        return _real(*args, **kwargs)
+
+                    setattr(collection, name, counted)
+                asked_for_memories: list[bool] = []
+                for query in ("what does Bob drink", "green tea in Porto", "notes about alice"):
+                    index_reads.clear(), memory_reads.clear()
+                    found = await svc.search(contract.KEY, query)
+                    expected = await reference.search(contract.KEY, query)
+                    # The in-memory store's scores (which of the memories tied at the last
+                    # place is in may differ: a 32-bit product splits some ties), and the
+                    # same results whether the memories were kept or read.
+                    assert [round(e.score, 4) for e in found] == [round(e.score, 4) for e in expected]
+                    results.setdefault(query, []).append([(e.id, e.score) for e in found])
+                    assert len(index_reads) == 1, query  # statistics and roots, shared by both sides
+                    asked_for_memories.append(bool(memory_reads))
+                assert any(asked_for_memories) == memories_read
+    assert all(kept == read for kept, read in results.values())
