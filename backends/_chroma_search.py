@@ -50,8 +50,8 @@ OVERFETCH = 4
 #: Records read per request.
 PAGE_SIZE = 500
 #: Up to this many active memories, the background read of a user's vectors
-#: reads their records too (an entry takes about a kilobyte here); past it, a
-#: search reads the records of the memories it ranks.
+#: reads their records too (a decoded entry takes about 0.6 KB: 15 MB at the
+#: bound); past it, a search reads the records of the memories it ranks.
 ENTRIES_KEPT_UP_TO = 25_000
 
 
