@@ -37,7 +37,7 @@ from backends import _chroma_newest as newest
 from backends import _chroma_search, create
 from backends import _chroma_shards as shards
 from backends._chroma_index import INDEX_META, index_collection_name, index_version
-from backends._chroma_records import dense_tag
+from backends._chroma_records import DENSE_KEY, dense_tag
 from backends.chromadb import ChromaStore
 
 TOKEN = "tok-s3cret-value"
@@ -801,7 +801,11 @@ async def test_searches_rank_exactly_from_the_kept_vectors_and_follow_every_writ
         return real_query(**kwargs)
 
     def get(**kwargs: Any) -> Any:
-        calls["vectors read"] += "embeddings" in kwargs.get("include", []) and "where" in kwargs
+        # The background read of the user's vectors (its filter is the searchable tag),
+        # not the exact ranking the store falls back to when the approximate answer is short.
+        calls["vectors read"] += "embeddings" in kwargs.get("include", []) and kwargs.get("where") == {
+            DENSE_KEY: dense_tag(key.app, key.user)
+        }
         return real_get(**kwargs)
 
     collection.query, collection.get = query, get
