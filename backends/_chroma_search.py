@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -53,6 +54,8 @@ PAGE_SIZE = 500
 #: reads their records too (a decoded entry takes about 0.6 KB: 15 MB at the
 #: bound); past it, a search reads the records of the memories it ranks.
 ENTRIES_KEPT_UP_TO = 25_000
+#: Records per request of that background read (see ``_user_vectors``).
+VECTOR_PAGE_SIZE = 500
 
 
 class ChromaSearch:
@@ -206,6 +209,12 @@ class ChromaSearch:
         (backends/_chroma_newest.py): the statistics record and those memories; None
         when the list cannot answer (the caller then reads every record)."""
         stats = await self._user_stats(key)
+        if stats is not None and stats.version and not self._matrices.known(key):
+            # Whoever lists a user's newest memories (the chat's preload, the TUI's
+            # memory panel) is about to search them: read their vectors now, in the
+            # background, rather than beside the first searches (at 10k memories the
+            # searches during that read took 100–300 ms against 30–40 after it).
+            self._matrices.read_later(key, self._user_vectors)
         listed = stats.newest if stats is not None else None
         if stats is None or listed is None or not newest_list.readable(listed, stats.active, limit):
             return None
@@ -321,18 +330,40 @@ class ChromaSearch:
         whole = before.active <= ENTRIES_KEPT_UP_TO
 
         def read() -> tuple[dict[str, Sequence[float]], dict[str, Entry]]:
-            # Decoded in the worker thread: 10k records are a quarter of a second.
-            found = collection.get(
-                where=dense_filter(key),
-                include=["embeddings", "documents", "metadatas"] if whole else ["embeddings"],
-            )
-            vectors = dict(zip(found["ids"], found["embeddings"], strict=True))
-            if not whole:
-                return vectors, {}
-            records = zip(found["ids"], found["documents"], found["metadatas"], strict=True)
-            return vectors, {rid: record_entry(document, meta) for rid, document, meta in records}
+            # Decoded in the worker thread (10k records are a quarter of a second), and
+            # read a page at a time: Chroma's client parses a response in calls that
+            # hold the GIL, and one response of 10k vectors (40 MB of JSON) held it
+            # for a second, stopping the event loop (a search, the TUI) meanwhile.
+            # A page holds it for a few tens of ms; the pages together take no longer
+            # (0.95–1.3 s against 1.5 s at 10k). The version read before and after
+            # (below) says whether a write came between two pages.
+            include = ["embeddings", "documents", "metadatas"] if whole else ["embeddings"]
+            vectors: dict[str, Sequence[float]] = {}
+            entries: dict[str, Entry] = {}
+            offset = 0
+            while not stopped.is_set():  # the store is closing: the rest is not needed
+                found = collection.get(
+                    where=dense_filter(key), include=include, limit=VECTOR_PAGE_SIZE, offset=offset
+                )
+                ids = found["ids"]
+                vectors.update(zip(ids, found["embeddings"], strict=True))
+                if whole:
+                    records = zip(ids, found["documents"], found["metadatas"], strict=True)
+                    entries.update((rid, record_entry(document, meta)) for rid, document, meta in records)
+                if len(ids) < VECTOR_PAGE_SIZE:
+                    break
+                offset += VECTOR_PAGE_SIZE
+            return vectors, entries
 
-        vectors, entries = await self._read_call("reading the vectors", read)
+        stopped = threading.Event()
+        try:
+            vectors, entries = await self._read_call("reading the vectors", read)
+        except asyncio.CancelledError:
+            # The store is closing (ChromaMatrices.close): the worker thread stops after
+            # the page it is reading, so a short-lived command does not wait at its exit
+            # for the rest of a large user's vectors.
+            stopped.set()
+            raise
         after = await self._user_stats(key)
         version = after.version if after is not None else ""
         if whole and version == before.version:

@@ -861,6 +861,75 @@ async def test_searches_rank_exactly_from_the_kept_vectors_and_follow_every_writ
     assert calls == {"query": 2, "vectors read": 2}
 
 
+async def test_listing_the_newest_reads_the_user_s_vectors_a_page_at_a_time(make_store, monkeypatch) -> None:
+    """Whoever lists a user's newest memories (the chat's preload, the memory panel)
+    is about to search them, so the store reads their vectors then, in the
+    background, a page per request: one response of 10k vectors held the GIL for a
+    second, the event loop (a search, the TUI) stopped meanwhile. The first search
+    after it ranks exactly from the kept vectors, without Chroma's HNSW query. A store
+    closed during that read stops after the page under way."""
+    monkeypatch.setattr(_chroma_search, "VECTOR_PAGE_SIZE", 4)
+    writer = await make_store()
+    key = UserKey("app", "paged")
+    vectors = {f"m{i:02d}": contract.vec(1, i / 10, (i % 3) / 5, i % 2, 0.1) for i in range(30)}
+    await contract.put_all(
+        writer,
+        key,
+        [(contract.entry(key, mid, f"memory {mid}", i), v) for i, (mid, v) in enumerate(vectors.items())],
+    )
+    q = contract.vec(1, 0.5, 0.2, 1, 0.1)
+    exact = sorted(vectors, key=lambda mid: (-round(contract.cosine(vectors[mid], q), 6), mid))
+
+    async def counting(store: ChromaStore, gate: threading.Event | None = None) -> dict[str, int]:
+        collection = await store._ready()
+        calls = {"query": 0, "pages": 0}
+        real_query, real_get = collection.query, collection.get
+
+        def query(**kwargs: Any) -> Any:
+            calls["query"] += 1
+            return real_query(**kwargs)
+
+        def get(**kwargs: Any) -> Any:
+            if kwargs.get("where") == {DENSE_KEY: dense_tag(key.app, key.user)}:
+                assert kwargs["limit"] == 4  # never the whole user in one response
+                calls["pages"] += 1
+                if gate is not None and calls["pages"] == 2:
+                    assert gate.wait(10)
+            return real_get(**kwargs)
+
+        collection.query, collection.get = query, get
+        return calls
+
+    store = await make_store()
+    calls = await counting(store)
+    assert [e.id for e in await store.list(key, limit=3)] == [f"m{i:02d}" for i in (29, 28, 27)]
+    for _ in range(100):
+        stats = await store._user_stats(key)
+        if stats is not None and store._matrices.at(key, stats.version) is not None:
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("listing the newest never read the user's vectors")
+    assert calls == {"query": 0, "pages": 8}  # 30 records, 4 a page: the last one is short
+    found = await store.vector_candidates(key, q, 30)
+    assert contract.ids(found) == exact
+    assert calls == {"query": 0, "pages": 8}
+
+    gate = threading.Event()
+    closing = await make_store()
+    calls = await counting(closing, gate)
+    await closing.list(key, limit=3)
+    for _ in range(200):
+        if calls["pages"] == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert calls["pages"] == 2  # the second page waits at the gate
+    await closing.close()
+    gate.set()
+    await asyncio.sleep(0.3)
+    assert calls["pages"] == 2  # nothing read after the close
+
+
 async def test_clearing_reads_the_user_s_index_records_a_page_at_a_time(make_store, monkeypatch) -> None:
     """Clearing rebuilds the user's keyword index empty, after reading which index
     records the user has. In one request, a user with 100k memories made the Chroma
