@@ -360,9 +360,9 @@ class ChromaKeywordIndex:
         meta = {"kind": "stats", "app_name": key.app, "user_id": key.user, _MARK + token: True}
         self.collection.upsert(ids=[_stats_id(key)], embeddings=[_PLACEHOLDER], metadatas=[meta])
 
-    def commit(self, plan: IndexPlan, token: str) -> str:
+    def commit(self, plan: IndexPlan, token: str, version: str | None = None) -> str:
         """Write a prepared change (after the memories were written), removing the
-        section's mark; the new version."""
+        section's mark; the new version (``version`` when given)."""
         try:
             version = self._write(
                 plan.key,
@@ -373,6 +373,7 @@ class ChromaKeywordIndex:
                 plan.lengths,
                 {_MARK + token},
                 plan.newest,
+                version,
             )
         except BaseException:
             self.shards.drop(plan.key)
@@ -381,9 +382,12 @@ class ChromaKeywordIndex:
         self.shards.advance(plan.key, before, version, [*plan.writes, *plan.dropped])
         return version
 
-    def rebuild(self, key: UserKey, entries: Iterable[Entry], records: int) -> str:
+    def rebuild(
+        self, key: UserKey, entries: Iterable[Entry], records: int, version: str | None = None
+    ) -> str:
         """Index the user's active ``entries`` afresh (its old records and every mark
-        removed), the user holding ``records`` records; the new version."""
+        removed), the user holding ``records`` records; the new version (``version``
+        when given)."""
         self.shards.drop(key)
         token = new_token()
         self.mark(key, token)
@@ -416,6 +420,7 @@ class ChromaKeywordIndex:
             lengths,
             marks | {_MARK + token},
             newest_list.of_entries(entries),
+            version,
         )
 
     def _write(
@@ -428,12 +433,15 @@ class ChromaKeywordIndex:
         lengths: Sequence[int],
         unmark: Iterable[str],
         listed: Sequence[newest_list.Item] | None,
+        version: str | None = None,
     ) -> str:
         """Upsert the term records, remove the ``dropped`` ones, and then write the
         statistics without the ``unmark`` marks (with the last terms when nothing
         is removed), and ``listed`` as the newest memories (None: not known); the
-        new version."""
-        version = new_token()
+        new version: ``version``, or a new token. (A section gives its own, known
+        before the write, so the user's vector collection can be written at it:
+        backends/_chroma_user_vectors.py.)"""
+        version = version or new_token()
         meta: dict[str, Any] = {
             "kind": "stats",
             "app_name": key.app,
@@ -481,8 +489,9 @@ def ranker(stats: UserStats | None, names: Sequence[str], postings: dict[str, Sl
 #: What else opening builds with the index: 1, the records' ``DENSE_KEY``;
 #: 2, the statistics' ``records``; 3, common terms' postings split into shards
 #: (backends/_chroma_shards.py); 4, the statistics' newest memories (backends/_chroma_newest.py);
-#: 5, postings as a list of IDs and an array of counts instead of one JSON object.
-LAYOUT = 5
+#: 5, postings as a list of IDs and an array of counts instead of one JSON object;
+#: 6, a vector collection per user (backends/_chroma_user_vectors.py).
+LAYOUT = 6
 
 
 def index_version() -> str:
@@ -495,7 +504,11 @@ def index_version() -> str:
 #: (a record takes layout 5 when a write changes it). Re-indexing 100k memories
 #: took over ten minutes; opening records 5 instead, so an older memchat, which
 #: cannot read layout 5's records, indexes again when it opens the collection.
-READ_IN_PLACE = (4, LAYOUT)
+#: Layout 6 adds the users' vector collections to layout 5's records: opening a
+#: layout 4 or 5 collection builds them (and records 6; a memchat of layout 5
+#: indexes again on open, leaving collections it does not keep, whose markers
+#: then match no version: ``ChromaStore._ensure_keyword_index`` builds them again).
+READ_IN_PLACE = (4, 5, LAYOUT)
 
 
 def read_in_place(version: str | None) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import builtins
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -31,6 +31,7 @@ from ._chroma_index import (
     ChromaKeywordIndex,
     UserStats,
     index_version,
+    new_token,
     ranker,
     read_in_place,
 )
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
     from ._chroma_entries import EntryCache
     from ._chroma_matrix import ChromaMatrices
     from ._chroma_transaction import ChromaTransaction
+    from ._chroma_user_vectors import UserVectorCollections
 
 T = TypeVar("T")
 
@@ -67,6 +69,8 @@ class ChromaSearch:
         _index_ready: bool
         _entries: EntryCache
         _matrices: ChromaMatrices
+        _vector_collections: UserVectorCollections | None
+        _vector_versions: dict[UserKey, str]
         dimension: int
         progress: ProgressCallback | None
 
@@ -114,7 +118,8 @@ class ChromaSearch:
             # removing records makes the counts differ.
             total = await self._read_call("counting", collection.count)
             if sum(s.records for s in every.values()) == total and not any(s.dirty for s in every.values()):
-                if recorded != index_version():
+                if recorded != index_version():  # an older layout: no vector collection per user
+                    await self._build_vector_collections(sorted(every, key=lambda k: (k.app, k.user)))
                     await self.write_meta(INDEX_META, index_version())
                 self._index_ready = True
                 return
@@ -130,13 +135,88 @@ class ChromaSearch:
                 entries = await self.list(key)
                 self._entries.drop(key)
                 await self._tag_searchable(key)
-                await self._call("indexing", index.rebuild, key, entries, await self._record_count(key))
+                await self._rebuild_user(index, key, entries, await self._record_count(key))
                 return len(entries)
 
             done += await self.atomic(key, rebuild)
             await report_progress(self.progress, IndexingProgress(done, active))
         await self.write_meta(INDEX_META, index_version())
         self._index_ready = True
+
+    # -- each user's vector collection (backends/_chroma_user_vectors.py) -------
+
+    async def _vectors_at(self, key: UserKey, version: str) -> bool:
+        """Whether the user's vector collection matches ``version``: known to this
+        process, or read from its marker (one small request)."""
+        collections = self._vector_collections
+        if collections is None:
+            return False
+        if self._vector_versions.get(key) == version:
+            return True
+        found = self._vector_versions[key] = await self._read_call("reading", collections.marker, key)
+        return found == version
+
+    async def _rebuild_user(
+        self, index: ChromaKeywordIndex, key: UserKey, entries: builtins.list[Entry], records: int
+    ) -> str:
+        """Index the user afresh (under the user's lock): their vector collection from
+        the memories' stored vectors, then the keyword index, both at one new version."""
+        version = new_token()
+        collections = self._vector_collections
+        self._vector_versions.pop(key, None)
+        if collections is not None:
+            collection = await self._ready()
+            vectors, _ = await self._read_call("indexing", searchable_records, collection, key, False)
+            await self._call("indexing", collections.rebuild, key, vectors, version)
+        version = await self._call("indexing", index.rebuild, key, entries, records, version)
+        if collections is not None:
+            self._vector_versions[key] = version
+        return version
+
+    async def _build_vector_collections(self, keys: Sequence[UserKey]) -> None:
+        """Each user's vector collection at their index's version (a collection
+        indexed by an older layout), user by user under each user's lock."""
+        index, collections = self._index, self._vector_collections
+        if index is None or collections is None:
+            return
+        collection = await self._ready()
+        every = await self._read_call("reading the keyword index", index.every_stats)
+        total, done = sum(every[key].active for key in keys if key in every), 0
+        await report_progress(self.progress, IndexingProgress(done, total))
+        for key in keys:
+
+            async def build(tx: ChromaTransaction, key: UserKey = key) -> int:
+                stats = await self._read_call("reading", index.stats, key)
+                if stats is None or stats.dirty or not stats.version:
+                    return 0  # a marked index: the user's next write rebuilds both
+                vectors, _ = await self._read_call("indexing", searchable_records, collection, key, False)
+                await self._call("indexing", collections.rebuild, key, vectors, stats.version)
+                self._vector_versions[key] = stats.version
+                return stats.active
+
+            done += await self.atomic(key, build)
+            await report_progress(self.progress, IndexingProgress(done, total))
+
+    async def _empty_user_vectors(self) -> None:
+        """After every stored vector was marked stale: each user's vector collection
+        empty, at their index's version (re-embedding then fills it write by write)."""
+        index, collections = self._index, self._vector_collections
+        if index is None or collections is None:
+            return
+        await self._call("forgetting the old vectors", collections.drop_all)
+        self._vector_versions.clear()
+        every = await self._read_call("reading the keyword index", index.every_stats)
+        for key in sorted(every, key=lambda k: (k.app, k.user)):
+
+            async def empty(tx: ChromaTransaction, key: UserKey = key) -> None:
+                stats = await self._read_call("reading", index.stats, key)
+                if stats is not None and not stats.dirty and stats.version:
+                    await self._call(
+                        "forgetting the old vectors", collections.rebuild, key, {}, stats.version
+                    )
+                    self._vector_versions[key] = stats.version
+
+            await self.atomic(key, empty)
 
     async def _record_count(self, key: UserKey) -> int:
         """The user's records, tombstones included."""
@@ -263,15 +343,30 @@ class ChromaSearch:
         """Up to ``k`` of the user's active memories nearest to ``vector``,
         best first, ``score`` = cosine similarity: exact from the matrix this
         process keeps while it is at the user's index version
-        (backends/_chroma_matrix.py), else from Chroma's HNSW index."""
+        (backends/_chroma_matrix.py), else from Chroma's HNSW index of the user's
+        own vector collection (backends/_chroma_user_vectors.py), else from the
+        memories collection's HNSW index filtered to the user."""
         if k <= 0:
             return []
         query = self.check_vector(vector)
         collection = await self._ready()
         wanted = max(k * OVERFETCH, k)
 
-        def ask_the_server() -> Awaitable[Any]:
-            return self._read_call(
+        # The statistics: shared with the search's keyword read, and what says
+        # whether the kept matrix or the user's vector collection is current.
+        stats = await self._user_stats(key)
+        version = stats.version if stats is not None else ""
+        matrix = self._matrices.at(key, version) if self._matrices.known(key) else None
+        if matrix is not None:
+            scores = await matrix.reaching_soon(check_query(query, self.dimension), k)
+            return await self._nearest(key, stats, scores, k)
+        collections = self._vector_collections
+        if collections is not None and version and await self._vectors_at(key, version):
+            # The user's own collection: no filter to resolve (7 ms against 330 for a
+            # user of 100k memories), and every vector in it is a candidate.
+            scores = await self._read_call("searching", collections.query, key, query, wanted)
+        else:
+            found = await self._read_call(
                 "searching",
                 collection.query,
                 query_embeddings=[query],
@@ -279,22 +374,13 @@ class ChromaSearch:
                 where=dense_filter(key),
                 include=["distances"],
             )
-
-        stats: UserStats | None
-        if self._matrices.known(key):  # the version says whether the matrix is current
-            stats = await self._user_stats(key)
-            matrix = self._matrices.at(key, stats.version) if stats is not None else None
-            if matrix is not None and stats is not None:
-                scores = await matrix.reaching_soon(check_query(query, self.dimension), k)
-                return await self._nearest(key, stats, scores, k)
-            found = await ask_the_server()
-        else:
-            found, stats = await asyncio.gather(ask_the_server(), self._user_stats(key))
-        if stats is not None and stats.version:
+            scores = {
+                rid: 1.0 - float(d) for rid, d in zip(found["ids"][0], found["distances"][0], strict=True)
+            }
+        if version:  # the next searches rank the kept matrix
             self._matrices.read_later(key, self._user_vectors)
-        # Chroma's filtered HNSW search is approximate: it was asked for more than k;
-        # if it still returned fewer than the user has, rank the user's vectors exactly.
-        scores = {rid: 1.0 - float(d) for rid, d in zip(found["ids"][0], found["distances"][0], strict=True)}
+        # HNSW search is approximate (filtered, all the more): it was asked for more
+        # than k; if it still returned fewer than the user has, rank the user's vectors exactly.
         if len(scores) < wanted:  # the filter starved the search
             active = stats.active if stats is not None else await self.count(key)
             if len(scores) < active:
@@ -330,30 +416,7 @@ class ChromaSearch:
         whole = before.active <= ENTRIES_KEPT_UP_TO
 
         def read() -> tuple[dict[str, Sequence[float]], dict[str, Entry]]:
-            # Decoded in the worker thread (10k records are a quarter of a second), and
-            # read a page at a time: Chroma's client parses a response in calls that
-            # hold the GIL, and one response of 10k vectors (40 MB of JSON) held it
-            # for a second, stopping the event loop (a search, the TUI) meanwhile.
-            # A page holds it for a few tens of ms; the pages together take no longer
-            # (0.95–1.3 s against 1.5 s at 10k). The version read before and after
-            # (below) says whether a write came between two pages.
-            include = ["embeddings", "documents", "metadatas"] if whole else ["embeddings"]
-            vectors: dict[str, Sequence[float]] = {}
-            entries: dict[str, Entry] = {}
-            offset = 0
-            while not stopped.is_set():  # the store is closing: the rest is not needed
-                found = collection.get(
-                    where=dense_filter(key), include=include, limit=VECTOR_PAGE_SIZE, offset=offset
-                )
-                ids = found["ids"]
-                vectors.update(zip(ids, found["embeddings"], strict=True))
-                if whole:
-                    records = zip(ids, found["documents"], found["metadatas"], strict=True)
-                    entries.update((rid, record_entry(document, meta)) for rid, document, meta in records)
-                if len(ids) < VECTOR_PAGE_SIZE:
-                    break
-                offset += VECTOR_PAGE_SIZE
-            return vectors, entries
+            return searchable_records(collection, key, whole, stopped)
 
         stopped = threading.Event()
         try:
@@ -392,3 +455,34 @@ class ChromaSearch:
             for document, meta, score in zip(records["documents"], records["metadatas"], scores, strict=True)
         ]
         return sorted(entries, key=lambda e: (-e.score, e.id))
+
+
+def searchable_records(
+    collection: Any, key: UserKey, whole: bool, stopped: threading.Event | None = None
+) -> tuple[dict[str, Sequence[float]], dict[str, Entry]]:
+    """(record ID → vector, and with ``whole`` record ID → entry) of the user's
+    active memories with a real embedding, read a page at a time until done or
+    ``stopped`` (the store is closing: the rest is not needed).
+
+    A page at a time: Chroma's client parses a response in calls that hold the
+    GIL, and one response of 10k vectors (40 MB of JSON) held it for a second,
+    stopping the event loop (a search, the TUI) meanwhile. A page holds it for
+    a few tens of ms; the pages together take no longer (0.95–1.3 s against
+    1.5 s at 10k)."""
+    include = ["embeddings", "documents", "metadatas"] if whole else ["embeddings"]
+    vectors: dict[str, Sequence[float]] = {}
+    entries: dict[str, Entry] = {}
+    offset = 0
+    while stopped is None or not stopped.is_set():
+        found = collection.get(
+            where=dense_filter(key), include=include, limit=VECTOR_PAGE_SIZE, offset=offset
+        )
+        ids = found["ids"]
+        vectors.update(zip(ids, found["embeddings"], strict=True))
+        if whole:
+            records = zip(ids, found["documents"], found["metadatas"], strict=True)
+            entries.update((rid, record_entry(document, meta)) for rid, document, meta in records)
+        if len(ids) < VECTOR_PAGE_SIZE:
+            break
+        offset += VECTOR_PAGE_SIZE
+    return vectors, entries

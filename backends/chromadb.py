@@ -91,6 +91,7 @@ from ._chroma_records import (
 )
 from ._chroma_search import PAGE_SIZE, ChromaSearch
 from ._chroma_transaction import LOCKS, ChromaTransaction, PendingWrite, stripe
+from ._chroma_user_vectors import UserVectorCollections
 from .base import Capabilities, bounded_lock, checked_vector, resolve_timeout
 
 if TYPE_CHECKING:
@@ -210,6 +211,10 @@ class ChromaStore(ChromaSearch):
         self._entries = EntryCache()
         #: Searched users' vectors, for exact nearest neighbours (backends/_chroma_matrix.py).
         self._matrices = ChromaMatrices(self.dimension)
+        #: Each user's vector collection (backends/_chroma_user_vectors.py), and the
+        #: version each is known to match (read from its marker, or written by this process).
+        self._vector_collections: UserVectorCollections | None = None
+        self._vector_versions: dict[UserKey, str] = {}
         #: Told how far building the keyword index on open has got.
         self.progress: ProgressCallback | None = None
 
@@ -304,6 +309,8 @@ class ChromaStore(ChromaSearch):
             index_collection_name(collection.id), embedding_function=None, metadata={"memchat_index": 1}
         )
         self._index, self._index_ready = ChromaKeywordIndex(index), False
+        self._vector_collections = UserVectorCollections(self._client, collection.id, self.dimension)
+        self._vector_versions.clear()
         self._entries.clear()
         self._matrices.clear()
         self._collection = collection
@@ -311,6 +318,8 @@ class ChromaStore(ChromaSearch):
     async def close(self) -> None:
         client, self._client, self._collection = self._client, None, None
         self._index, self._index_ready = None, False
+        self._vector_collections = None
+        self._vector_versions.clear()
         self._entries.clear()
         await self._matrices.close()
         if client is not None and hasattr(client, "close"):
@@ -390,7 +399,8 @@ class ChromaStore(ChromaSearch):
 
     async def _apply(self, key: UserKey, tx: ChromaTransaction) -> None:
         """Send a section's writes: the keyword index marked (while what it changes is
-        read), one upsert, then the removals, then verify while the index is
+        read), one upsert, then the removals, and beside them the user's vector
+        collection (backends/_chroma_user_vectors.py), then verify while the index is
         written (backends/_chroma_index.py)."""
         collection = await self._ready()
         pending = tx.pending
@@ -401,6 +411,7 @@ class ChromaStore(ChromaSearch):
         taken = self._entries.take(key)
         plan: IndexPlan | None = None
         token = new_token()
+        version = new_token()  # what the user's statistics (and vector collection) become
         if index is not None:
             changes = [
                 (mid, record_of(before.get(mid)), record_of(w.entry if w else None))
@@ -429,48 +440,73 @@ class ChromaStore(ChromaSearch):
             embeddings.append(vector if vector is not None else self._placeholder())
             documents.append(write.entry.memory.text)
             metadatas.append(record_metadata(write.entry, vector is not None))
-        for start in range(0, len(ids), PAGE_SIZE):
-            end = start + PAGE_SIZE
-            await self._call(
-                "writing",
-                collection.upsert,
-                ids=ids[start:end],
-                embeddings=embeddings[start:end],
-                documents=documents[start:end],
-                metadatas=metadatas[start:end],
+        upserts = {rid: vector for rid, vector in zip(ids, embeddings, strict=True) if rid in searchable}
+        unsearchable = [rid for rid in [*writes, *removals] if rid not in upserts]
+
+        async def write_memories() -> None:
+            for start in range(0, len(ids), PAGE_SIZE):
+                end = start + PAGE_SIZE
+                await self._call(
+                    "writing",
+                    collection.upsert,
+                    ids=ids[start:end],
+                    embeddings=embeddings[start:end],
+                    documents=documents[start:end],
+                    metadatas=metadatas[start:end],
+                )
+            if removals:
+                try:
+                    await self._call("removing", collection.delete, ids=removals)
+                except BackendError as exc:
+                    if ids:
+                        raise BackendError(
+                            f"{exc} (partially applied: the new or changed memories were written, "
+                            f"{len(removals)} removal(s) were not; run the operation again)"
+                        ) from exc
+                    raise
+
+        was = plan.before.version if plan is not None and plan.before else ""
+        # The vector collection follows only from the version it matches; else its
+        # marker stays behind, and searches filter the memories collection instead.
+        vectors = self._vector_collections
+        follow = (
+            vectors is not None and plan is not None and not plan.rebuild and await self._vectors_at(key, was)
+        )
+        self._vector_versions.pop(key, None)
+        if follow and vectors is not None:
+            wrote = await asyncio.gather(
+                write_memories(),
+                self._call("writing", vectors.write, key, upserts, unsearchable, version, was),
+                return_exceptions=True,
             )
-        if removals:
-            try:
-                await self._call("removing", collection.delete, ids=removals)
-            except BackendError as exc:
-                if ids:
-                    raise BackendError(
-                        f"{exc} (partially applied: the new or changed memories were written, "
-                        f"{len(removals)} removal(s) were not; run the operation again)"
-                    ) from exc
-                raise
+            for outcome in wrote:  # the statistics stay marked: the next write rebuilds both
+                if isinstance(outcome, BaseException):
+                    raise outcome
+            follow = wrote[1] is True
+        else:
+            await write_memories()
         if index is None or plan is None or plan.rebuild:
             await self._verify(writes, removals)
             if index is not None and plan is not None:  # an earlier section did not finish
                 entries, records = await self.list(key), await self._record_count(key)
-                await self._call("indexing", index.rebuild, key, entries, records)
+                await self._rebuild_user(index, key, entries, records)
             return
-        verified, version = await asyncio.gather(
+        verified, committed = await asyncio.gather(
             self._verify(writes, removals),
-            self._call("writing", index.commit, plan, token),
+            self._call("writing", index.commit, plan, token, version),
             return_exceptions=True,
         )
         if isinstance(verified, BaseException):
-            if not isinstance(version, BaseException):  # the index may not match: mark it again
+            if not isinstance(committed, BaseException):  # the index may not match: mark it again
                 with contextlib.suppress(BackendError):
                     await self._call("writing", index.mark, key, new_token())
             raise verified
-        if isinstance(version, BaseException):
-            raise version
+        if isinstance(committed, BaseException):
+            raise committed
+        if follow:
+            self._vector_versions[key] = version
         written = {record_id(key, mid): (w.entry if w else None) for mid, w in pending.items()}
-        was = plan.before.version if plan.before else ""
         self._entries.carry(key, taken, was, version, written)
-        upserts = {rid: vector for rid, vector in zip(ids, embeddings, strict=True) if rid in searchable}
         self._matrices.carry(key, was, version, upserts, set(written) - upserts.keys())
 
     async def _verify(self, writes: Mapping[str, PendingWrite], removals: Iterable[str]) -> None:
@@ -550,6 +586,7 @@ class ChromaStore(ChromaSearch):
         for batch in chunks(ids, PAGE_SIZE):
             await self._call("forgetting the old vectors", collection.update, ids=list(batch),
                              metadatas=[stale] * len(batch))  # fmt: skip
+        await self._empty_user_vectors()
 
     async def read_meta(self, name: str) -> str | None:
         """A record kept in the collection's metadata."""
@@ -580,7 +617,7 @@ class ChromaStore(ChromaSearch):
             cleared = await self._clear(collection, key, deleted_at)
             if index is not None:  # no active memory is left to index
                 records = 0 if deleted_at is None else await self._record_count(key)
-                await self._call("writing", index.rebuild, key, [], records)
+                await self._rebuild_user(index, key, [], records)
             return cleared
 
     async def _clear(self, collection: Any, key: UserKey, deleted_at: datetime | None) -> int:

@@ -76,6 +76,11 @@ async def make_store(url: str, client: Any) -> AsyncIterator[Any]:
     for store in made:
         await store.close()
     with contextlib.suppress(Exception):  # never created
+        parent = client.get_collection(name).id
+        for other in client.list_collections():  # the users' vector collections
+            if other.name.startswith(f"memchat-vec-{parent.hex}-"):
+                client.delete_collection(other.name)
+    with contextlib.suppress(Exception):  # never created
         client.delete_collection(index_collection_name(client.get_collection(name).id))
     with contextlib.suppress(Exception):
         client.delete_collection(name)
@@ -584,8 +589,12 @@ async def test_postings_of_layout_4_are_read_in_place_and_take_layout_5_when_wri
         await make_store(dimension=384, opened=False), embedder=HashEmbedder(), limit=0, progress=told.append
     )
     async with reopened:
-        assert not [state for state in told if state.label == "indexing"]
-        # Recorded as layout 5: an older memchat, which cannot read its records, indexes again.
+        # Not indexed again: every term record is still layout 4's (opening built
+        # only the users' vector collections of layout 6).
+        index = reopened.store._index.collection
+        metas = index.get(where={"kind": "term"}, include=["metadatas"])["metadatas"]
+        assert metas and all("postings" in meta for meta in metas)
+        # Recorded as the current layout: an older memchat, which cannot read its records, indexes again.
         assert await reopened.store.read_meta(INDEX_META) == index_version()
         assert await _keyword_results(reopened) == before
         await reopened.add(contract.KEY, "Alice drinks tea in Paris")
@@ -809,6 +818,16 @@ async def test_searches_rank_exactly_from_the_kept_vectors_and_follow_every_writ
         return real_get(**kwargs)
 
     collection.query, collection.get = query, get
+    # The user's own vector collection (backends/_chroma_user_vectors.py) answers
+    # nearest-neighbour queries in place of the filtered one: counted the same.
+    own_collection = store._vector_collections._collection(key, create=False)
+    real_own_query = own_collection.query
+
+    def own_query(**kwargs: Any) -> Any:
+        calls["query"] += 1
+        return real_own_query(**kwargs)
+
+    own_collection.query = own_query
     q = contract.vec(1, 0.5, 0.2, 1, 0.1)
 
     def exact(k: int) -> list[str]:
