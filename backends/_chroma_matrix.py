@@ -10,8 +10,9 @@ memchat process keeping the index), and ranks them exactly (0.5 ms at 10k)
 while the version stays the same:
 
 * the first search of a user (or the first after another process wrote) asks
-  the server as before, and reads the user's vectors for the next searches in
-  the background (a few hundred ms at 10k: no search waits for it);
+  the server (the user's own vector collection: backends/_chroma_user_vectors.py),
+  and reads the user's vectors for the next searches in the background (a
+  second at 10k, 13 s at 100k: no search waits for it);
 * the read is kept only if the version it started at is still the version
   after it, so a matrix never holds vectors of another version than its tag;
 * a write section of this process carries the matrix over to the version it

@@ -415,7 +415,12 @@ class ChromaSearch:
         collection = await self._ready()
         whole = before.active <= ENTRIES_KEPT_UP_TO
 
+        collections = self._vector_collections
+        own = not whole and collections is not None and await self._vectors_at(key, before.version)
+
         def read() -> tuple[dict[str, Sequence[float]], dict[str, Entry]]:
+            if own and collections is not None:  # the vectors alone: no filter to resolve
+                return collections.read_all(key, stopped), {}
             return searchable_records(collection, key, whole, stopped)
 
         stopped = threading.Event()

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -86,12 +87,12 @@ class UserVectorCollections:
         self._collections[key] = found
         return found
 
-    def _with(self, key: UserKey, create: bool, use: Callable[[Any], T], missing: T) -> T:
+    def _with(self, key: UserKey, use: Callable[[Any], T], missing: T) -> T:
         """``use`` of the user's collection (``missing`` without one). A collection
         object kept here names the collection by its ID, so one deleted and made
         again by another store object is looked up afresh by its name, once."""
         for attempt in range(2):
-            collection = self._collection(key, create=create)
+            collection = self._collection(key, create=False)
             if collection is None:
                 return missing
             try:
@@ -109,7 +110,7 @@ class UserVectorCollections:
             metas = collection.get(ids=[MARKER_ID], include=["metadatas"]).get("metadatas") or []
             return str((metas[0] or {}).get("version") or "") if metas else ""
 
-        return self._with(key, False, read, "")
+        return self._with(key, read, "")
 
     def write(
         self,
@@ -124,7 +125,6 @@ class UserVectorCollections:
         no longer; then the marker at ``version``. False, writing nothing, when the
         collection turns out to be another one (made again meanwhile) not at ``was``."""
         collection = self._collection(key, create=True)
-        assert collection is not None
         try:
             self._change(collection, upserts, removals, version)
             return True
@@ -169,8 +169,28 @@ class UserVectorCollections:
             pairs = zip(found["ids"][0], found["distances"][0], strict=True)
             return {rid: 1.0 - float(d) for rid, d in pairs if rid != MARKER_ID}
 
-        scores: dict[str, float] = self._with(key, False, ask, {})
+        scores: dict[str, float] = self._with(key, ask, {})
         return dict(list(scores.items())[:n])
+
+    def read_all(self, key: UserKey, stopped: threading.Event) -> dict[str, Sequence[float]]:
+        """Record ID → vector of every vector in the user's collection, a page at a
+        time until done or ``stopped``. (Without a filter for the server to resolve:
+        9 s for 100k vectors, against 13 s from the memories collection.)"""
+
+        def read(collection: Any) -> dict[str, Sequence[float]]:
+            vectors: dict[str, Sequence[float]] = {}
+            offset = 0
+            while not stopped.is_set():
+                found = collection.get(include=["embeddings"], limit=BATCH, offset=offset)
+                ids = found["ids"]
+                vectors.update(zip(ids, found["embeddings"], strict=True))
+                if len(ids) < BATCH:
+                    break
+                offset += BATCH
+            vectors.pop(MARKER_ID, None)
+            return vectors
+
+        return self._with(key, read, {})
 
     def drop(self, key: UserKey) -> None:
         self._collections.pop(key, None)

@@ -9,6 +9,7 @@ Against a real ``chroma run`` server, like tests/test_chromadb_backend.py."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,6 +21,7 @@ from tests.conformance.test_vectors import HashEmbedder
 
 pytest.importorskip("chromadb", reason="chromadb is not installed: pip install 'memchat[chroma]'")
 
+from backends import _chroma_search, _chroma_user_vectors
 from backends._chroma_index import INDEX_META, index_version
 from backends._chroma_records import dense_filter
 from backends._chroma_user_vectors import MARKER_ID
@@ -200,3 +202,37 @@ async def test_an_embedder_change_empties_the_collections_and_the_fill_in_refill
     await store.open()
     await _in_step(store, ALICE)
     assert len(_held(store, ALICE)[0]) == 5
+
+
+async def test_a_large_user_s_kept_matrix_is_read_from_their_own_collection(make_store, monkeypatch) -> None:  # noqa: F811
+    """Past ``ENTRIES_KEPT_UP_TO`` memories the background read wants the vectors
+    alone: it reads them from the user's collection, with no filter to resolve,
+    and the searches after it rank exactly from them."""
+    monkeypatch.setattr(_chroma_search, "ENTRIES_KEPT_UP_TO", 0)
+    monkeypatch.setattr(_chroma_user_vectors, "BATCH", 4)  # pages of 4: several pages and the marker
+    store = await make_store()
+    await _fill(store, ALICE, 11)
+    await _fill(store, BOB, 3, start=50)
+    collection = store._collection
+    real_get = collection.get
+    filtered_vector_reads = []
+
+    def get(**kwargs: Any) -> Any:
+        if "embeddings" in (kwargs.get("include") or []) and kwargs.get("where"):
+            filtered_vector_reads.append(kwargs["where"])
+        return real_get(**kwargs)
+
+    collection.get = get
+    q = contract.vec(1, 0.45, 1, 0.2)
+    first = contract.ids(await store.vector_candidates(ALICE, q, 11))
+    for _ in range(100):
+        stats = await store._user_stats(ALICE)
+        matrix = store._matrices.at(ALICE, stats.version)
+        if matrix is not None:
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("the user's vectors were never kept")
+    assert filtered_vector_reads == []
+    assert len(matrix.ids) == 11 and MARKER_ID not in matrix.ids
+    assert contract.ids(await store.vector_candidates(ALICE, q, 11)) == first

@@ -418,7 +418,7 @@ async def test_a_collection_made_before_the_index_is_indexed_on_open(make_store,
     async with reopened:
         indexing = [state for state in told if state.label == "indexing"]
         assert indexing[0].done == 0 and indexing[-1].finished and indexing[-1].total == 3
-        assert indexing[-1].message() == "Indexing 3 memories for keyword search… 100%"
+        assert indexing[-1].message() == "Indexing 3 memories for search… 100%"
         assert await _keyword(reopened, "cat") == ["Alice has a cat named Mochi"]
         assert await _keyword(reopened, "编程") == ["张三喜欢 Go 语言编程"]
         assert await reopened.count(contract.KEY) == 3

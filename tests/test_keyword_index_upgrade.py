@@ -57,7 +57,7 @@ async def test_a_table_made_before_the_index_is_indexed_on_open(harness) -> None
     try:
         # A progress line, as for filling in vectors: from 0 to every active memory.
         assert indexing[0].done == 0 and indexing[-1].finished and indexing[-1].total == len(TEXTS)
-        assert indexing[-1].message() == f"Indexing {len(TEXTS)} memories for keyword search… 100%"
+        assert indexing[-1].message() == f"Indexing {len(TEXTS)} memories for search… 100%"
         assert reopened.store._index_ready
         assert await _postings(reopened.store) > 0
         assert await _keyword(reopened, "cat") == ["Alice has a cat named Mochi"]

@@ -675,7 +675,7 @@ async def test_a_version_2_index_is_rebuilt_on_open_with_a_progress_line(make_st
     await reopened.open()
     indexing = [state for state in told if state.label == "indexing"]
     assert indexing[0].done == 0 and indexing[-1].finished and indexing[-1].total == 3
-    assert indexing[-1].message() == "Indexing 3 memories for keyword search… 100%"
+    assert indexing[-1].message() == "Indexing 3 memories for search… 100%"
     assert await raw.hget(store._meta_key, INDEX_META) == INDEX_VERSION
     base = store.keys_for(UserKey("memory-chat", "one")).active + ":kw:"
     remaining = {k[len(base) :] async for k in raw.scan_iter(match=base + "*")}

@@ -122,8 +122,8 @@ class EmbeddingProgress(DoneOfTotal):
 
 @dataclass(frozen=True, slots=True)
 class IndexingProgress(DoneOfTotal):
-    """How far a store building its keyword index on open has got (a store made
-    before the index, or by a memchat that did not keep it): ``done`` of ``total``."""
+    """How far a store building its search indexes on open has got (a store made
+    before them, or by a memchat that did not keep them): ``done`` of ``total``."""
 
     done: int
     total: int
@@ -132,9 +132,9 @@ class IndexingProgress(DoneOfTotal):
     label = "indexing"
 
     def message(self) -> str:
-        """One line for a person, e.g. "Indexing 1,234 memories for keyword search… 40%"."""
+        """One line for a person, e.g. "Indexing 1,234 memories for search… 40%"."""
         noun = "memory" if self.total == 1 else "memories"
-        return f"Indexing {self.total:,} {noun} for keyword search… {self.percent}%"
+        return f"Indexing {self.total:,} {noun} for search… {self.percent}%"
 
 
 #: Any progress of ``done`` of ``total``: report_progress serves each kind.
