@@ -19,9 +19,9 @@ records vector search may return (the query's one-clause filter). The record ID
 is a hash of (app, user, memory ID), so users can never collide. The keyword
 index and its upkeep: backends/_chroma_index.py; each user's vectors again in
 a collection of their own, for nearest-neighbour queries without a filter:
-backends/_chroma_user_vectors.py; the searches: backends/_chroma_search.py. The collection uses the
-cosine space; its metadata records the dimension, and opening it with another
-dimension is one BackendError naming both.
+backends/_chroma_user_vectors.py; the searches: backends/_chroma_search.py.
+The collection uses the cosine space; its metadata records the dimension, and
+opening it with another dimension is one BackendError naming both.
 
 Chroma has no transactions. ``atomic`` holds a per-user lock (256 stripes, per
 event loop, shared by every store object on the same collection in this
