@@ -182,7 +182,8 @@ class ChromaSearch:
         collection = await self._ready()
         every = await self._read_call("reading the keyword index", index.every_stats)
         total, done = sum(every[key].active for key in keys if key in every), 0
-        await report_progress(self.progress, IndexingProgress(done, total))
+        told = self.progress if total else None  # no line for a store with nothing to index
+        await report_progress(told, IndexingProgress(done, total))
         for key in keys:
 
             async def build(tx: ChromaTransaction, key: UserKey = key) -> int:
@@ -195,7 +196,7 @@ class ChromaSearch:
                 return stats.active
 
             done += await self.atomic(key, build)
-            await report_progress(self.progress, IndexingProgress(done, total))
+            await report_progress(told, IndexingProgress(done, total))
 
     async def _empty_user_vectors(self) -> None:
         """After every stored vector was marked stale: each user's vector collection
