@@ -82,7 +82,7 @@ async def _fill(store: ChromaStore, key: UserKey, n: int, start: int = 0) -> lis
     return [e.id for e, _ in entries]
 
 
-async def test_a_search_asks_the_user_s_own_collection_and_ranks_as_the_in_memory_store(make_store) -> None:  # noqa: F811
+async def test_a_search_asks_the_user_s_own_collection_and_ranks_by_cosine(make_store) -> None:  # noqa: F811
     store = await make_store()
     await _fill(store, ALICE, 12)
     await _fill(store, BOB, 5, start=100)
