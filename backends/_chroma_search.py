@@ -173,16 +173,21 @@ class ChromaSearch:
             self._vector_versions[key] = version
         return version
 
-    async def _build_vector_collections(self, keys: Sequence[UserKey]) -> None:
-        """Each user's vector collection at their index's version (a collection
-        indexed by an older layout), user by user under each user's lock."""
+    async def _build_vector_collections(
+        self, keys: Sequence[UserKey] | None = None, *, quiet: bool = False
+    ) -> None:
+        """Each user's vector collection (of ``keys``; None: every indexed user) at
+        their index's version, from the memories' stored vectors, user by user under
+        each user's lock; with the progress line unless ``quiet``."""
         index, collections = self._index, self._vector_collections
         if index is None or collections is None:
             return
         collection = await self._ready()
         every = await self._read_call("reading the keyword index", index.every_stats)
+        if keys is None:
+            keys = sorted(every, key=lambda k: (k.app, k.user))
         total, done = sum(every[key].active for key in keys if key in every), 0
-        told = self.progress if total else None  # no line for a store with nothing to index
+        told = self.progress if total and not quiet else None  # no line for nothing to index
         await report_progress(told, IndexingProgress(done, total))
         for key in keys:
 
@@ -200,24 +205,14 @@ class ChromaSearch:
 
     async def _empty_user_vectors(self) -> None:
         """After every stored vector was marked stale: each user's vector collection
-        empty, at their index's version (re-embedding then fills it write by write)."""
-        index, collections = self._index, self._vector_collections
-        if index is None or collections is None:
+        built again, so empty, at their index's version (re-embedding then fills it
+        write by write)."""
+        collections = self._vector_collections
+        if collections is None:
             return
         await self._call("forgetting the old vectors", collections.drop_all)
         self._vector_versions.clear()
-        every = await self._read_call("reading the keyword index", index.every_stats)
-        for key in sorted(every, key=lambda k: (k.app, k.user)):
-
-            async def empty(tx: ChromaTransaction, key: UserKey = key) -> None:
-                stats = await self._read_call("reading", index.stats, key)
-                if stats is not None and not stats.dirty and stats.version:
-                    await self._call(
-                        "forgetting the old vectors", collections.rebuild, key, {}, stats.version
-                    )
-                    self._vector_versions[key] = stats.version
-
-            await self.atomic(key, empty)
+        await self._build_vector_collections(quiet=True)
 
     async def _record_count(self, key: UserKey) -> int:
         """The user's records, tombstones included."""
