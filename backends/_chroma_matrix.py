@@ -12,7 +12,11 @@ while the version stays the same:
 * the first search of a user (or the first after another process wrote) asks
   the server (the user's own vector collection: backends/_chroma_user_vectors.py),
   and reads the user's vectors for the next searches in the background (a
-  second at 10k, 13 s at 100k: no search waits for it);
+  second at 10k: no search waits for it);
+* past ``ENTRIES_KEPT_UP_TO`` memories (backends/_chroma_search.py) no matrix is
+  kept while the user's own collection is current: its HNSW index answers as
+  fast as a product over that many rows, and the read (9 s at 100k) slowed
+  every search beside it;
 * the read is kept only if the version it started at is still the version
   after it, so a matrix never holds vectors of another version than its tag;
 * a write section of this process carries the matrix over to the version it

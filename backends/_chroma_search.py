@@ -54,7 +54,12 @@ OVERFETCH = 4
 PAGE_SIZE = 500
 #: Up to this many active memories, the background read of a user's vectors
 #: reads their records too (a decoded entry takes about 0.6 KB: 15 MB at the
-#: bound); past it, a search reads the records of the memories it ranks.
+#: bound) and the searches after it rank the kept matrix. Past it, a user whose
+#: own vector collection is current keeps nothing: the searches ask that
+#: collection's HNSW index (7 ms at 100k, about what the matrix's product over
+#: 100k rows costs), which spares the 9 s read of the vectors that slowed every
+#: search beside it, and 154 MB per user; a search reads the records of the
+#: memories it ranks.
 ENTRIES_KEPT_UP_TO = 25_000
 #: Records per request of that background read (see ``_user_vectors``).
 VECTOR_PAGE_SIZE = 500
@@ -285,11 +290,16 @@ class ChromaSearch:
         (backends/_chroma_newest.py): the statistics record and those memories; None
         when the list cannot answer (the caller then reads every record)."""
         stats = await self._user_stats(key)
-        if stats is not None and stats.version and not self._matrices.known(key):
-            # Whoever lists a user's newest memories (the chat's preload, the TUI's
-            # memory panel) is about to search them: read their vectors now, in the
-            # background, rather than beside the first searches (at 10k memories the
-            # searches during that read took 100–300 ms against 30–40 after it).
+        # Whoever lists a user's newest memories (the chat's preload, the TUI's
+        # memory panel) is about to search them: read their vectors now, in the
+        # background, rather than beside the first searches (at 10k memories the
+        # searches during that read took 100–300 ms against 30–40 after it).
+        if (
+            stats is not None
+            and stats.version
+            and not self._matrices.known(key)
+            and not await self._ranked_by_own_collection(key, stats)
+        ):
             self._matrices.read_later(key, self._user_vectors)
         listed = stats.newest if stats is not None else None
         if stats is None or listed is None or not newest_list.readable(listed, stats.active, limit):
@@ -339,9 +349,10 @@ class ChromaSearch:
         """Up to ``k`` of the user's active memories nearest to ``vector``,
         best first, ``score`` = cosine similarity: exact from the matrix this
         process keeps while it is at the user's index version
-        (backends/_chroma_matrix.py), else from Chroma's HNSW index of the user's
-        own vector collection (backends/_chroma_user_vectors.py), else from the
-        memories collection's HNSW index filtered to the user."""
+        (backends/_chroma_matrix.py; none past ``ENTRIES_KEPT_UP_TO`` memories),
+        else from Chroma's HNSW index of the user's own vector collection
+        (backends/_chroma_user_vectors.py), else from the memories collection's
+        HNSW index filtered to the user."""
         if k <= 0:
             return []
         query = self.check_vector(vector)
@@ -373,8 +384,8 @@ class ChromaSearch:
             scores = {
                 rid: 1.0 - float(d) for rid, d in zip(found["ids"][0], found["distances"][0], strict=True)
             }
-        if version:  # the next searches rank the kept matrix
-            self._matrices.read_later(key, self._user_vectors)
+        if version and not (stats is not None and await self._ranked_by_own_collection(key, stats)):
+            self._matrices.read_later(key, self._user_vectors)  # the next searches rank it
         # HNSW search is approximate (filtered, all the more): it was asked for more
         # than k; if it still returned fewer than the user has, rank the user's vectors exactly.
         if len(scores) < wanted:  # the filter starved the search
@@ -394,9 +405,16 @@ class ChromaSearch:
         ranked = [entry.with_score(scores[record_id(key, entry.id)]) for entry in entries]
         return sorted(ranked, key=lambda e: (-e.score, e.id))[:k]
 
+    async def _ranked_by_own_collection(self, key: UserKey, stats: UserStats) -> bool:
+        """Whether the user's searches ask their own vector collection and keep no
+        matrix: past ``ENTRIES_KEPT_UP_TO`` memories, while that collection is current."""
+        return stats.active > ENTRIES_KEPT_UP_TO and await self._vectors_at(key, stats.version)
+
     async def _user_vectors(self, key: UserKey) -> tuple[str, dict[str, Sequence[float]], str] | None:
         """(index version, record ID → vector of every active embedded record, version
-        after the read): the background read of backends/_chroma_matrix.py.
+        after the read): the background read of backends/_chroma_matrix.py; None for
+        a user whose own vector collection answers their searches
+        (``_ranked_by_own_collection``).
 
         Up to ``ENTRIES_KEPT_UP_TO`` memories it reads their records in the same
         request and keeps them at that version (if no write came between), so the
@@ -408,20 +426,15 @@ class ChromaSearch:
         before = await self._user_stats(key)
         if before is None or not before.version:
             return None
+        if await self._ranked_by_own_collection(key, before):
+            return None  # their own collection answers their searches: nothing to keep
         collection = await self._ready()
         whole = before.active <= ENTRIES_KEPT_UP_TO
-
-        collections = self._vector_collections
-        own = not whole and collections is not None and await self._vectors_at(key, before.version)
-
-        def read() -> tuple[dict[str, Sequence[float]], dict[str, Entry]]:
-            if own and collections is not None:  # the vectors alone: no filter to resolve
-                return collections.read_all(key, stopped), {}
-            return searchable_records(collection, key, whole, stopped)
-
         stopped = threading.Event()
         try:
-            vectors, entries = await self._read_call("reading the vectors", read)
+            vectors, entries = await self._read_call(
+                "reading the vectors", searchable_records, collection, key, whole, stopped
+            )
         except asyncio.CancelledError:
             # The store is closing (ChromaMatrices.close): the worker thread stops after
             # the page it is reading, so a short-lived command does not wait at its exit

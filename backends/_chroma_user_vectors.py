@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -171,26 +170,6 @@ class UserVectorCollections:
 
         scores: dict[str, float] = self._with(key, ask, {})
         return dict(list(scores.items())[:n])
-
-    def read_all(self, key: UserKey, stopped: threading.Event) -> dict[str, Sequence[float]]:
-        """Record ID → vector of every vector in the user's collection, a page at a
-        time until done or ``stopped``. (Without a filter for the server to resolve:
-        9 s for 100k vectors, against 13 s from the memories collection.)"""
-
-        def read(collection: Any) -> dict[str, Sequence[float]]:
-            vectors: dict[str, Sequence[float]] = {}
-            offset = 0
-            while not stopped.is_set():
-                found = collection.get(include=["embeddings"], limit=BATCH, offset=offset)
-                ids = found["ids"]
-                vectors.update(zip(ids, found["embeddings"], strict=True))
-                if len(ids) < BATCH:
-                    break
-                offset += BATCH
-            vectors.pop(MARKER_ID, None)
-            return vectors
-
-        return self._with(key, read, {})
 
     def drop(self, key: UserKey) -> None:
         self._collections.pop(key, None)

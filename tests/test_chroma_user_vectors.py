@@ -21,7 +21,7 @@ from tests.conformance.test_vectors import HashEmbedder
 
 pytest.importorskip("chromadb", reason="chromadb is not installed: pip install 'memchat[chroma]'")
 
-from backends import _chroma_search, _chroma_user_vectors
+from backends import _chroma_search
 from backends._chroma_index import INDEX_META, index_version
 from backends._chroma_records import dense_filter
 from backends._chroma_user_vectors import MARKER_ID
@@ -204,35 +204,70 @@ async def test_an_embedder_change_empties_the_collections_and_the_fill_in_refill
     assert len(_held(store, ALICE)[0]) == 5
 
 
-async def test_a_large_user_s_kept_matrix_is_read_from_their_own_collection(make_store, monkeypatch) -> None:  # noqa: F811
-    """Past ``ENTRIES_KEPT_UP_TO`` memories the background read wants the vectors
-    alone: it reads them from the user's collection, with no filter to resolve,
-    and the searches after it rank exactly from them."""
-    monkeypatch.setattr(_chroma_search, "ENTRIES_KEPT_UP_TO", 0)
-    monkeypatch.setattr(_chroma_user_vectors, "BATCH", 4)  # pages of 4: several pages and the marker
+async def test_a_large_user_keeps_no_matrix_and_is_ranked_by_their_own_collection(
+    make_store,  # noqa: F811
+    monkeypatch,
+) -> None:
+    """Past ``ENTRIES_KEPT_UP_TO`` memories no search or listing starts the read of
+    the user's vectors (9 s at 100k, slowing every search beside it): every search
+    asks the user's own collection, and ranks by cosine as the kept matrix would.
+    A user under the bound still gets their matrix; and a large user whose
+    collection is left behind (an older writer) gets it too, rather than filtered
+    queries of the memories collection on every search."""
+    monkeypatch.setattr(_chroma_search, "ENTRIES_KEPT_UP_TO", 5)
     store = await make_store()
     await _fill(store, ALICE, 11)
     await _fill(store, BOB, 3, start=50)
     collection = store._collection
-    real_get = collection.get
-    filtered_vector_reads = []
+    real_get, real_query = collection.get, collection.query
+    vector_reads: list[Any] = []
 
     def get(**kwargs: Any) -> Any:
-        if "embeddings" in (kwargs.get("include") or []) and kwargs.get("where"):
-            filtered_vector_reads.append(kwargs["where"])
+        if "embeddings" in (kwargs.get("include") or []):
+            vector_reads.append(kwargs.get("where"))
         return real_get(**kwargs)
 
-    collection.get = get
+    def query(**kwargs: Any) -> Any:
+        vector_reads.append(kwargs.get("where"))
+        return real_query(**kwargs)
+
+    collection.get, collection.query = get, query
     q = contract.vec(1, 0.45, 1, 0.2)
-    first = contract.ids(await store.vector_candidates(ALICE, q, 11))
+    expected = sorted(
+        (f"m{i:03d}" for i in range(11)),
+        key=lambda mid: (
+            -round(contract.cosine(contract.vec(1, int(mid[1:]) / 10, int(mid[1:]) % 3, 0.2), q), 6),
+            mid,
+        ),
+    )
+    assert len(await store.list(ALICE, limit=3)) == 3  # a listing, as the chat's preload does
+    for _ in range(3):
+        assert contract.ids(await store.vector_candidates(ALICE, q, 6)) == expected[:6]
+        await asyncio.sleep(0.1)  # time for a background read to start, if one were asked for
+    assert not store._matrices.known(ALICE) and not store._matrices._reads
+    assert vector_reads == []  # neither a read of the vectors nor a filtered query
+
+    # Bob (3 memories) is under the bound: his searches rank a kept matrix.
+    await store.vector_candidates(BOB, q, 2)
     for _ in range(100):
-        stats = await store._user_stats(ALICE)
-        matrix = store._matrices.at(ALICE, stats.version)
-        if matrix is not None:
+        if store._matrices.known(BOB):
             break
         await asyncio.sleep(0.05)
     else:
-        raise AssertionError("the user's vectors were never kept")
-    assert filtered_vector_reads == []
-    assert len(matrix.ids) == 11 and MARKER_ID not in matrix.ids
-    assert contract.ids(await store.vector_candidates(ALICE, q, 11)) == first
+        raise AssertionError("the small user's vectors were never kept")
+
+    # Alice's collection left behind (its marker is not her version): her
+    # searches filter the memories collection, and her matrix is read and kept.
+    store._vector_collections._collection(ALICE, create=False).upsert(
+        ids=[MARKER_ID], embeddings=[contract.vec(1, 0, 0, 0)], metadatas=[{"version": "older"}]
+    )
+    store._vector_versions.clear()
+    assert contract.ids(await store.vector_candidates(ALICE, q, 6)) == expected[:6]
+    for _ in range(100):
+        stats = await store._user_stats(ALICE)
+        if store._matrices.at(ALICE, stats.version) is not None:
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("the large user's vectors were not kept with their collection left behind")
+    assert contract.ids(await store.vector_candidates(ALICE, q, 6)) == expected[:6]
