@@ -266,7 +266,10 @@ class ChromaSearch:
         """The user's active memories of the record ``ids``, in that order: from the
         cache at ``version`` (None: the index cannot vouch for it), the rest read."""
         cached = self._entries.at(key, version) if version is not None else {}
-        missing = [rid for rid in ids if rid not in cached]
+        # Taken before the read: a write section of this process may carry the cache
+        # to its next version meanwhile, and what is read then must not join it.
+        known = {rid: cached[rid] for rid in ids if rid in cached}
+        missing = [rid for rid in ids if rid not in known]
         if missing:
             collection = await self._ready()
 
@@ -281,9 +284,11 @@ class ChromaSearch:
                             read.append((rid, record_entry(document, meta)))
                 return read
 
-            cached = dict(cached) if version is None else cached
-            cached.update(await self._read_call("reading", fetch))
-        return [entry for rid in ids if (entry := cached.get(rid)) is not None and not entry.is_deleted]
+            read = dict(await self._read_call("reading", fetch))
+            if version is not None:
+                self._entries.keep(key, version, read)  # only while the user is still at it
+            known.update(read)
+        return [entry for rid in ids if (entry := known.get(rid)) is not None and not entry.is_deleted]
 
     async def _newest(self, key: UserKey, limit: int) -> builtins.list[Entry] | None:
         """The user's ``limit`` newest active memories, from the index's list of them

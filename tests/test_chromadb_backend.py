@@ -733,6 +733,42 @@ async def test_searches_racing_another_writer_never_keep_a_stale_memory(make_sto
         assert all(n > 0 for n in searches)  # the searches did run beside the writes
 
 
+async def test_a_search_reading_beside_this_store_s_own_write_keeps_nothing_stale(make_store) -> None:
+    """A search of this store object reads its candidates' records while a write
+    section of the same object writes one of them again: what the search read (the
+    record as it was) must not be kept under the version the section wrote, or the
+    next searches would show the memory as it was before the write."""
+    store = await make_store()
+    store._matrices.read_later = lambda *args: None  # type: ignore[method-assign]
+    first = contract.entry(contract.KEY, "m1", "Alice plays the cello", 0)
+    await contract.put_all(store, contract.KEY, [(first, None)])
+    collection = store._collection
+    real_get = collection.get
+    reading, go_on = threading.Event(), threading.Event()
+
+    def get(**kwargs: Any) -> Any:
+        found = real_get(**kwargs)
+        if kwargs.get("ids") and "documents" in (kwargs.get("include") or []) and not reading.is_set():
+            reading.set()  # the search's read of the records is back from the server, and waits
+            go_on.wait(10)
+        return found
+
+    collection.get = get
+    svc = MemoryService(store, limit=0, embedder=False)  # keyword search alone
+    search = asyncio.create_task(svc.search(contract.KEY, "cello", SearchOptions(mode="keyword")))
+    assert await asyncio.to_thread(reading.wait, 10)
+    again = contract.entry(contract.KEY, "m1", "Alice plays the cello", 50)  # written again, later
+
+    async def write(tx: Any) -> None:
+        await tx.put(again)
+
+    await store.atomic(contract.KEY, write)
+    go_on.set()
+    assert [e.updated_at for e in await search] == [first.updated_at]  # read before the write
+    found = await svc.search(contract.KEY, "cello", SearchOptions(mode="keyword"))
+    assert [e.updated_at for e in found] == [again.updated_at]
+
+
 async def test_reading_the_newest_reads_only_them_in_every_store_s_order(make_store, monkeypatch) -> None:
     """``read(limit)`` takes the user's newest memories from the index's list of them
     (backends/_chroma_newest.py) and reads just those: the same memories, in the same
