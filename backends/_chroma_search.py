@@ -389,7 +389,9 @@ class ChromaSearch:
             scores = {
                 rid: 1.0 - float(d) for rid, d in zip(found["ids"][0], found["distances"][0], strict=True)
             }
-        if version and not (stats is not None and await self._ranked_by_own_collection(key, stats)):
+        if stats is not None and version and await self._ranked_by_own_collection(key, stats):
+            self._matrices.drop(key)  # one kept from before (another version): never used again
+        elif version:
             self._matrices.read_later(key, self._user_vectors)  # the next searches rank it
         # HNSW search is approximate (filtered, all the more): it was asked for more
         # than k; if it still returned fewer than the user has, rank the user's vectors exactly.

@@ -204,6 +204,10 @@ async def test_an_embedder_change_empties_the_collections_and_the_fill_in_refill
     assert len(_held(store, ALICE)[0]) == 5
 
 
+async def _remove(tx: Any, memory_id: str) -> None:
+    await tx.remove(memory_id)
+
+
 async def test_a_large_user_keeps_no_matrix_and_is_ranked_by_their_own_collection(
     make_store,  # noqa: F811
     monkeypatch,
@@ -213,11 +217,26 @@ async def test_a_large_user_keeps_no_matrix_and_is_ranked_by_their_own_collectio
     asks the user's own collection, and ranks by cosine as the kept matrix would.
     A user under the bound still gets their matrix; and a large user whose
     collection is left behind (an older writer) gets it too, rather than filtered
-    queries of the memories collection on every search."""
-    monkeypatch.setattr(_chroma_search, "ENTRIES_KEPT_UP_TO", 5)
+    queries of the memories collection on every search. A matrix kept from before
+    the user crossed the bound is let go once another writer moves them on."""
     store = await make_store()
     await _fill(store, ALICE, 11)
     await _fill(store, BOB, 3, start=50)
+    # A matrix kept while Alice was under the bound...
+    await store.vector_candidates(ALICE, contract.vec(1, 0, 0, 0), 1)
+    for _ in range(100):
+        if store._matrices.known(ALICE):
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("the user's vectors were never kept")
+    # ...and then another store object (another process) writes: that matrix is of
+    # an older version, and past the bound it is let go, not read again.
+    await _fill(await make_store(), ALICE, 1, start=11)
+    monkeypatch.setattr(_chroma_search, "ENTRIES_KEPT_UP_TO", 5)
+    await store.vector_candidates(ALICE, contract.vec(1, 0, 0, 0), 1)
+    assert not store._matrices.known(ALICE)
+    await store.atomic(ALICE, lambda tx: _remove(tx, "m011"))
     collection = store._collection
     real_get, real_query = collection.get, collection.query
     vector_reads: list[Any] = []
