@@ -204,6 +204,15 @@ async def test_an_embedder_change_empties_the_collections_and_the_fill_in_refill
     assert len(_held(store, ALICE)[0]) == 5
 
 
+async def _eventually(condition: Any, failure: str) -> None:
+    """Wait up to 5 s for ``condition()`` (a background read finishing)."""
+    for _ in range(100):
+        if condition():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(failure)
+
+
 async def _remove(tx: Any, memory_id: str) -> None:
     await tx.remove(memory_id)
 
@@ -224,12 +233,7 @@ async def test_a_large_user_keeps_no_matrix_and_is_ranked_by_their_own_collectio
     await _fill(store, BOB, 3, start=50)
     # A matrix kept while Alice was under the bound...
     await store.vector_candidates(ALICE, contract.vec(1, 0, 0, 0), 1)
-    for _ in range(100):
-        if store._matrices.known(ALICE):
-            break
-        await asyncio.sleep(0.05)
-    else:
-        raise AssertionError("the user's vectors were never kept")
+    await _eventually(lambda: store._matrices.known(ALICE), "the user's vectors were never kept")
     # ...and then another store object (another process) writes: that matrix is of
     # an older version, and past the bound it is let go, not read again.
     await _fill(await make_store(), ALICE, 1, start=11)
@@ -268,12 +272,7 @@ async def test_a_large_user_keeps_no_matrix_and_is_ranked_by_their_own_collectio
 
     # Bob (3 memories) is under the bound: his searches rank a kept matrix.
     await store.vector_candidates(BOB, q, 2)
-    for _ in range(100):
-        if store._matrices.known(BOB):
-            break
-        await asyncio.sleep(0.05)
-    else:
-        raise AssertionError("the small user's vectors were never kept")
+    await _eventually(lambda: store._matrices.known(BOB), "the small user's vectors were never kept")
 
     # Alice's collection left behind (its marker is not her version): her
     # searches filter the memories collection, and her matrix is read and kept.
@@ -282,11 +281,9 @@ async def test_a_large_user_keeps_no_matrix_and_is_ranked_by_their_own_collectio
     )
     store._vector_versions.clear()
     assert contract.ids(await store.vector_candidates(ALICE, q, 6)) == expected[:6]
-    for _ in range(100):
-        stats = await store._user_stats(ALICE)
-        if store._matrices.at(ALICE, stats.version) is not None:
-            break
-        await asyncio.sleep(0.05)
-    else:
-        raise AssertionError("the large user's vectors were not kept with their collection left behind")
+    stats = await store._user_stats(ALICE)
+    await _eventually(
+        lambda: store._matrices.at(ALICE, stats.version) is not None,
+        "the large user's vectors were not kept with their collection left behind",
+    )
     assert contract.ids(await store.vector_candidates(ALICE, q, 6)) == expected[:6]
