@@ -39,6 +39,7 @@ what every store returns.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -50,9 +51,18 @@ from memchat.engine.model import Entry, UserKey
 from memchat.engine.search.index import INDEX_VERSION, IndexRecord, index_record
 
 from . import _chroma_newest as newest_list
-from ._chroma_postings import ShardCache, Slots
+from ._chroma_postings import MAX_POSTINGS, ShardCache, Slots, UserShards
 from ._chroma_records import chunks
-from ._chroma_shards import TermPostings, columns, decode, level_for, record_id, shard_id, shard_of
+from ._chroma_shards import (
+    SPLIT_AT,
+    TermPostings,
+    columns,
+    decode,
+    level_for,
+    record_id,
+    shard_id,
+    shard_of,
+)
 from ._keyword_index import Posting, UserKeywordIndex
 
 __all__ = [
@@ -77,6 +87,12 @@ _PLACEHOLDER = [1.0]
 _LENGTHS = ("k_content", "k_topics", "s_content", "s_topics")
 #: Prefix of the statistics' key marking a write section under way.
 _MARK = "open_"
+#: ``warm`` reads the shards of terms split at least this often (8 shards and more:
+#: a rarer term costs a search little to read), the commonest first, ...
+WARM_FROM_LEVEL = 3
+#: ... until about this many postings are kept (at most: a term of level ``n`` holds
+#: up to ``SPLIT_AT / 2 << n``), what the cache keeps per user.
+WARM_POSTINGS = MAX_POSTINGS
 
 
 def new_token() -> str:
@@ -258,6 +274,56 @@ class ChromaKeywordIndex:
             term: _joined([placed[rid] for rid in held if rid in placed]) for term, held in records.items()
         }
         return stats, user.names, {term: held for term, held in postings.items() if len(held[0])}
+
+    def warm(self, key: UserKey, stats: UserStats, user: UserShards, stopped: threading.Event) -> int:
+        """Read the shards of the user's commonest terms at ``stats``' version into
+        ``user`` (what ``shards.to_warm`` gave for that version), unless read
+        there already; the postings read.
+
+        At 100k memories a question's common terms are hundreds to 1,500 shard
+        records, and their first read at a version was most of a hybrid search's
+        time (76–170 ms). A listing of a large user (backends/_chroma_search.py,
+        ``_warm_postings``) starts this in the background, so the searches after
+        it read only their rarer terms. It stops at a write of the user (the version moved on: what
+        it read then may not match), or when ``stopped`` is set."""
+        wanted: list[str] = []
+        budget = WARM_POSTINGS
+        for term, level in self._split_terms(key):
+            holders = (SPLIT_AT // 2) << level  # about as many (level_for)
+            if holders > budget:
+                continue
+            budget -= holders
+            wanted += [shard_id(key, term, level, s) for s in range(1 << level)]
+        stats_id, read = _stats_id(key), 0
+        for batch in chunks(wanted, _BATCH):
+            if stopped.is_set():
+                break
+            held = self.shards.held(user, batch)
+            missing = [rid for rid in batch if rid not in held]
+            if not missing:
+                continue
+            found = self._get([*missing, stats_id])
+            again = found.get(stats_id)
+            if again is None or UserStats.of(again) != stats:
+                break  # a write of the user since the statistics were read
+            placed = self.shards.place(
+                key, user, stats.version, {rid: columns(found.get(rid)) for rid in missing}, keep=True
+            )
+            read += sum(len(places) for places, _ in placed.values())
+        return read
+
+    def _split_terms(self, key: UserKey) -> list[tuple[str, int]]:
+        """(term, level) of the user's terms split at least ``WARM_FROM_LEVEL``
+        times, the commonest first (their roots, a page at a time)."""
+        where = {"$and": [*_user(key)["$and"], {"kind": "term"}, {"level": {"$gte": WARM_FROM_LEVEL}}]}
+        found: list[tuple[str, int]] = []
+        offset = 0
+        while True:
+            page = self.collection.get(where=where, include=["metadatas"], limit=_BATCH, offset=offset)
+            found += [(str(meta["term"]), int(meta["level"])) for meta in page["metadatas"] or [] if meta]
+            if len(page["ids"]) < _BATCH:
+                return sorted(found, key=lambda item: (-item[1], item[0]))
+            offset += _BATCH
 
     def stats(self, key: UserKey) -> UserStats | None:
         return self._roots(key, ())[0]

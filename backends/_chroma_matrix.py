@@ -25,16 +25,14 @@ while the version stays the same:
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 import numpy as np
 
 from memchat.engine.model import UserKey
-from memchat.engine.search.scope import outside_search
 
+from ._chroma_background import BackgroundReads
 from ._vectors import MatrixCache, UserMatrix
 
 log = logging.getLogger(__name__)
@@ -49,7 +47,7 @@ class ChromaMatrices:
     def __init__(self, dimension: int) -> None:
         self.dimension = dimension
         self._cache = MatrixCache()
-        self._reads: dict[UserKey, asyncio.Task[None]] = {}
+        self._reads = BackgroundReads()
 
     def known(self, key: UserKey) -> bool:
         """A matrix of the user is kept (at some version: the caller checks which)."""
@@ -60,12 +58,11 @@ class ChromaMatrices:
 
     def read_later(self, key: UserKey, read: VectorReader) -> None:
         """Read the user's matrix in the background, unless a read is under way."""
-        if key in self._reads:
-            return
-        # Its reads of the statistics must be its own, not those of the search starting it.
-        task = asyncio.get_running_loop().create_task(self._read(key, read), context=outside_search())
-        self._reads[key] = task
-        task.add_done_callback(lambda _: self._reads.pop(key, None))
+        self._reads.start(key, lambda _: self._read(key, read))
+
+    def reading(self, key: UserKey) -> bool:
+        """A read of the user's matrix is under way."""
+        return self._reads.running(key)
 
     async def _read(self, key: UserKey, read: VectorReader) -> None:
         try:
@@ -104,10 +101,5 @@ class ChromaMatrices:
 
     async def close(self) -> None:
         """Stop the background reads (nothing they read is needed any more)."""
-        reads = list(self._reads.values())
-        for task in reads:
-            task.cancel()
-        for task in reads:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await self._reads.close()
         self._cache.clear()

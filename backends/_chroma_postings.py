@@ -41,10 +41,13 @@ Slots = tuple[Any, Any]
 class UserShards:
     """One user's memory IDs and the shard records read at one version."""
 
-    __slots__ = ("names", "places", "records", "size", "version")
+    __slots__ = ("names", "places", "records", "size", "version", "warmed")
 
     def __init__(self, version: str) -> None:
         self.version = version
+        #: Whether a read of the commonest terms' shards has started at this version
+        #: (``ChromaKeywordIndex.warm``): one per version is enough.
+        self.warmed = False
         self.names: list[str] = []
         self.places: dict[str, int] = {}
         self.records: OrderedDict[str, Slots] = OrderedDict()
@@ -104,6 +107,16 @@ class ShardCache:
             self._items.move_to_end(key)
             while len(self._items) > self.users:
                 self._items.popitem(last=False)
+            return user
+
+    def to_warm(self, key: UserKey, version: str) -> UserShards | None:
+        """The user's shards at ``version`` if none of its reads warmed them yet (then
+        marked warmed), else None: one warming read per user and version."""
+        user = self.at(key, version)
+        with self._lock:
+            if user.warmed or self._items.get(key) is not user:
+                return None
+            user.warmed = True
             return user
 
     def held(self, user: UserShards, records: Sequence[str]) -> dict[str, Slots]:

@@ -41,6 +41,7 @@ from ._vectors import check_query
 if TYPE_CHECKING:
     from memchat.engine.search.candidates import KeywordPlanner
 
+    from ._chroma_background import BackgroundReads
     from ._chroma_entries import EntryCache
     from ._chroma_matrix import ChromaMatrices
     from ._chroma_transaction import ChromaTransaction
@@ -70,6 +71,7 @@ class ChromaSearch:
 
     if TYPE_CHECKING:
         name: str
+        _background: BackgroundReads
         _index: ChromaKeywordIndex | None
         _index_ready: bool
         _entries: EntryCache
@@ -299,6 +301,9 @@ class ChromaSearch:
         # memory panel) is about to search them: read their vectors now, in the
         # background, rather than beside the first searches (at 10k memories the
         # searches during that read took 100–300 ms against 30–40 after it).
+        # Past ``ENTRIES_KEPT_UP_TO`` memories, their commonest terms instead.
+        if stats is not None:
+            self._warm_postings(key, stats)
         if (
             stats is not None
             and stats.version
@@ -411,6 +416,30 @@ class ChromaSearch:
         entries = await self._active_entries(key, stats.version if stats else None, list(scores))
         ranked = [entry.with_score(scores[record_id(key, entry.id)]) for entry in entries]
         return sorted(ranked, key=lambda e: (-e.score, e.id))[:k]
+
+    def _warm_postings(self, key: UserKey, stats: UserStats) -> None:
+        """For a user past ``ENTRIES_KEPT_UP_TO`` memories, read the shards of their
+        commonest terms in the background, once per version
+        (``ChromaKeywordIndex.warm``): at 100k memories their first reads at a
+        version were most of a keyword search's time.
+
+        Started by a listing (the chat's preload, the TUI's memory panel), which
+        comes before the searches, not by a search: beside the searches of a new
+        process the read slowed them (100k memories, keyword p95 60–72 → 86–90 ms,
+        semantic 57–67 → 98 ms), while after a listing the keyword p95 fell from
+        75–81 to 55–61 ms (benchmarks/README.md, twentieth session). A smaller
+        user's searches read few shards (their vectors and records are read then
+        instead)."""
+        index, name = self._index, ("postings", key)
+        if index is None or stats.active <= ENTRIES_KEPT_UP_TO or stats.dirty or not stats.version:
+            return
+        if self._background.running(name) or (user := index.shards.to_warm(key, stats.version)) is None:
+            return
+
+        async def warm(stopped: threading.Event) -> None:
+            await self._read_call("reading the keyword index", index.warm, key, stats, user, stopped)
+
+        self._background.start(name, warm)
 
     async def _ranked_by_own_collection(self, key: UserKey, stats: UserStats) -> bool:
         """Whether the user's searches ask their own vector collection and keep no

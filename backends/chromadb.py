@@ -57,6 +57,7 @@ from memchat.engine.model import (
 from memchat.engine.secrets import redact
 from memchat.net import is_loopback
 
+from ._chroma_background import BackgroundReads
 from ._chroma_client import (
     DEFAULT_COLLECTION,
     DEFAULT_DATABASE,
@@ -212,6 +213,8 @@ class ChromaStore(ChromaSearch):
         self._entries = EntryCache()
         #: Searched users' vectors, for exact nearest neighbours (backends/_chroma_matrix.py).
         self._matrices = ChromaMatrices(self.dimension)
+        #: Other reads ahead of the searches (a large user's common terms: ``_warm_postings``).
+        self._background = BackgroundReads()
         #: Each user's vector collection (backends/_chroma_user_vectors.py), and the
         #: version each is known to match (read from its marker, or written by this process).
         self._vector_collections: UserVectorCollections | None = None
@@ -322,6 +325,7 @@ class ChromaStore(ChromaSearch):
         self._vector_collections = None
         self._vector_versions.clear()
         self._entries.clear()
+        await self._background.close()
         await self._matrices.close()
         if client is not None and hasattr(client, "close"):
             # Closing releases a shared cache entry; a failure leaves nothing to save.

@@ -267,7 +267,7 @@ async def test_a_large_user_keeps_no_matrix_and_is_ranked_by_their_own_collectio
     for _ in range(3):
         assert contract.ids(await store.vector_candidates(ALICE, q, 6)) == expected[:6]
         await asyncio.sleep(0.1)  # time for a background read to start, if one were asked for
-    assert not store._matrices.known(ALICE) and not store._matrices._reads
+    assert not store._matrices.known(ALICE) and not store._matrices.reading(ALICE)
     assert vector_reads == []  # neither a read of the vectors nor a filtered query
 
     # Bob (3 memories) is under the bound: his searches rank a kept matrix.

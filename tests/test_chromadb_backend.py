@@ -1055,7 +1055,8 @@ async def test_a_search_after_the_background_read_asks_the_server_once(make_stor
     memories' side reuses those statistics and reads no memory. They rank as the
     in-memory store does. Past the bound, no matrix is kept: the nearest come from
     the user's own vector collection and the records of the memories ranked are
-    read per search, and the results are the same."""
+    read per search (and their commonest terms' postings are read ahead:
+    tests/test_chroma_warm.py), and the results are the same."""
     writer = await make_store(dimension=384)
     results: dict[str, list[Any]] = {}
     async with _beside_the_in_memory_store(writer) as (_, reference, _added):
@@ -1071,6 +1072,11 @@ async def test_a_search_after_the_background_read_asks_the_server_once(make_stor
                         break
                     await asyncio.sleep(0.05)
                 assert store._matrices.known(contract.KEY) != memories_read
+                await store.list(contract.KEY, limit=3)  # past the bound it reads the common terms ahead
+                for _ in range(100):
+                    if not store._background.running(("postings", contract.KEY)):
+                        break
+                    await asyncio.sleep(0.05)
                 index_reads = _count_reads(store)
                 memory_reads: list[str] = []
                 collection = await store._ready()
