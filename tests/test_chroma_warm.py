@@ -8,6 +8,9 @@ Against a real ``chroma run`` server, like tests/test_chromadb_backend.py."""
 
 from __future__ import annotations
 
+import threading
+from typing import Any
+
 import pytest
 
 from memchat.engine import MemoryService
@@ -120,3 +123,23 @@ async def test_a_user_under_the_bound_is_not_read_ahead(make_store, monkeypatch)
         assert await _keyword(svc, "alice")
         assert not _warming(store)
         assert not store._index.shards._items[KEY].warmed
+
+
+async def test_closing_the_store_stops_a_read_ahead_under_way(make_store, large) -> None:  # noqa: F811
+    """A short-lived command lists and exits: closing the store tells the read
+    ahead's worker thread to stop, rather than leaving it to read on."""
+    async with _beside_the_in_memory_store(await make_store(dimension=384)):
+        store = await make_store(dimension=384)
+        told: list[Any] = []
+
+        def warm(key: Any, stats: Any, user: Any, stopped: threading.Event) -> int:
+            told.append(stopped)
+            stopped.wait(10)  # a read of many records, until told to stop
+            return 0
+
+        store._index.warm = warm  # type: ignore[method-assign]
+        await MemoryService(store, embedder=HashEmbedder(), limit=0).read(KEY, 3)
+        await _eventually(lambda: told, "the listing did not start the read ahead")
+        await store.close()
+        assert told[0].is_set()
+        assert not _warming(store)
