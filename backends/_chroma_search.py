@@ -426,8 +426,8 @@ class ChromaSearch:
         Started by a listing (the chat's preload, the TUI's memory panel), which
         comes before the searches, not by a search: beside the searches of a new
         process the read slowed them (100k memories, keyword p95 60–72 → 86–90 ms,
-        semantic 57–67 → 98 ms), while after a listing the keyword p95 fell from
-        75–81 to 55–61 ms (benchmarks/README.md, twentieth session). A smaller
+        semantic 57–67 → 98 ms), while after a listing the keyword p95 fell in five
+        paired runs, 61–81 → 49–66 ms (benchmarks/README.md, twentieth session). A smaller
         user's searches read few shards (their vectors and records are read then
         instead)."""
         index, name = self._index, ("postings", key)
