@@ -284,8 +284,9 @@ class ChromaKeywordIndex:
         records, and their first read at a version was most of a hybrid search's
         time (76–170 ms). A listing of a large user (backends/_chroma_search.py,
         ``_warm_postings``) starts this in the background, so the searches after
-        it read only their rarer terms. It stops at a write of the user (the version moved on: what
-        it read then may not match), or when ``stopped`` is set."""
+        it read only their rarer terms. It stops at a write of the user (the
+        version moved on: what it read then may not match), or when ``stopped``
+        is set."""
         wanted: list[str] = []
         budget = WARM_POSTINGS
         for term, level in self._split_terms(key):

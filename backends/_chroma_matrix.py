@@ -44,10 +44,11 @@ VectorReader = Callable[[UserKey], Awaitable[tuple[str, Mapping[str, Sequence[fl
 class ChromaMatrices:
     """Per user: the matrix of its active, embedded records by record ID, at an index version."""
 
-    def __init__(self, dimension: int) -> None:
+    def __init__(self, dimension: int, reads: BackgroundReads) -> None:
         self.dimension = dimension
         self._cache = MatrixCache()
-        self._reads = BackgroundReads()
+        #: The store's background reads (backends/_chroma_background.py), which it stops on close.
+        self._reads = reads
 
     def known(self, key: UserKey) -> bool:
         """A matrix of the user is kept (at some version: the caller checks which)."""
@@ -58,11 +59,11 @@ class ChromaMatrices:
 
     def read_later(self, key: UserKey, read: VectorReader) -> None:
         """Read the user's matrix in the background, unless a read is under way."""
-        self._reads.start(key, lambda _: self._read(key, read))
+        self._reads.start(("vectors", key), lambda _: self._read(key, read))
 
     def reading(self, key: UserKey) -> bool:
         """A read of the user's matrix is under way."""
-        return self._reads.running(key)
+        return self._reads.running(("vectors", key))
 
     async def _read(self, key: UserKey, read: VectorReader) -> None:
         try:
@@ -97,9 +98,4 @@ class ChromaMatrices:
         self._cache.drop(key)
 
     def clear(self) -> None:
-        self._cache.clear()
-
-    async def close(self) -> None:
-        """Stop the background reads (nothing they read is needed any more)."""
-        await self._reads.close()
         self._cache.clear()

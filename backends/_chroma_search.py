@@ -472,7 +472,7 @@ class ChromaSearch:
                 "reading the vectors", searchable_records, collection, key, whole, stopped
             )
         except asyncio.CancelledError:
-            # The store is closing (ChromaMatrices.close): the worker thread stops after
+            # The store is closing (BackgroundReads.close): the worker thread stops after
             # the page it is reading, so a short-lived command does not wait at its exit
             # for the rest of a large user's vectors.
             stopped.set()

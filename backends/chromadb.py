@@ -211,10 +211,11 @@ class ChromaStore(ChromaSearch):
         self._index: ChromaKeywordIndex | None = None
         self._index_ready = False
         self._entries = EntryCache()
-        #: Searched users' vectors, for exact nearest neighbours (backends/_chroma_matrix.py).
-        self._matrices = ChromaMatrices(self.dimension)
-        #: Other reads ahead of the searches (a large user's common terms: ``_warm_postings``).
+        #: Reads ahead of the searches (a user's vectors for ``_matrices``, a large
+        #: user's common terms: ``_warm_postings``), stopped on close.
         self._background = BackgroundReads()
+        #: Searched users' vectors, for exact nearest neighbours (backends/_chroma_matrix.py).
+        self._matrices = ChromaMatrices(self.dimension, self._background)
         #: Each user's vector collection (backends/_chroma_user_vectors.py), and the
         #: version each is known to match (read from its marker, or written by this process).
         self._vector_collections: UserVectorCollections | None = None
@@ -326,7 +327,7 @@ class ChromaStore(ChromaSearch):
         self._vector_versions.clear()
         self._entries.clear()
         await self._background.close()
-        await self._matrices.close()
+        self._matrices.clear()
         if client is not None and hasattr(client, "close"):
             # Closing releases a shared cache entry; a failure leaves nothing to save.
             with contextlib.suppress(Exception):
