@@ -7,7 +7,8 @@ user, tagged with the user's index version (backends/_chroma_index.py: a new
 token with every write of that user, by any memchat process keeping the index);
 a search reads the version with its postings or beside its nearest-neighbour
 query and reuses the cache only while the version is the same. A write section
-of this process carries the cache over to the version it wrote.
+of this process carries the cache over to the version it wrote, and the one
+that writes a user's first memories starts it.
 """
 
 from __future__ import annotations
@@ -42,6 +43,14 @@ class EntryCache(VersionedEntries):
             return
         self._items[key] = taken
         self.advance(key, before, after, written)
+
+    def start(self, key: UserKey, version: str, written: Mapping[str, Entry | None]) -> None:
+        """A section of this process wrote the first memories of a user (the index
+        held no statistics of them, so no memory): they are all the user's records
+        at ``version``."""
+        self._items.pop(key, None)
+        self.at(key, version)  # empty, and the least recently used user past the bound goes
+        self.advance(key, version, version, written)
 
     def fill(self, key: UserKey, version: str, read: Mapping[str, Entry]) -> None:
         """Entries read at ``version``, kept unless the user is kept at another version

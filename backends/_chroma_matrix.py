@@ -20,7 +20,9 @@ while the version stays the same:
 * the read is kept only if the version it started at is still the version
   after it, so a matrix never holds vectors of another version than its tag;
 * a write section of this process carries the matrix over to the version it
-  wrote, with its own vectors (no read again).
+  wrote, with its own vectors (no read again); the section that writes a user's
+  first memories starts it, so a process that wrote all of a user's memories
+  never reads them back.
 """
 
 from __future__ import annotations
@@ -93,6 +95,13 @@ class ChromaMatrices:
             return
         vectors = {rid: np.asarray(v, dtype=np.float32).reshape(-1) for rid, v in upserts.items()}
         self._cache.advance(key, before, after, vectors, removals)
+
+    def start(self, key: UserKey, version: str, upserts: Mapping[str, Sequence[float]]) -> None:
+        """A section of this process wrote the first memories of a user (the index
+        held no statistics of them, so no memory): the matrix at ``version`` is
+        ``upserts``, and the user's next searches read none."""
+        rows = ((rid, np.asarray(v, dtype=np.float32).reshape(-1)) for rid, v in upserts.items())
+        self._cache.put(key, version, UserMatrix.from_vectors(rows, self.dimension))
 
     def drop(self, key: UserKey) -> None:
         self._cache.drop(key)

@@ -91,7 +91,7 @@ from ._chroma_records import (
     record_metadata,
     user_filter,
 )
-from ._chroma_search import PAGE_SIZE, ChromaSearch
+from ._chroma_search import ENTRIES_KEPT_UP_TO, PAGE_SIZE, ChromaSearch
 from ._chroma_transaction import LOCKS, ChromaTransaction, PendingWrite, stripe
 from ._chroma_user_vectors import UserVectorCollections
 from .base import Capabilities, bounded_lock, checked_vector, resolve_timeout
@@ -512,8 +512,22 @@ class ChromaStore(ChromaSearch):
         if follow:
             self._vector_versions[key] = version
         written = {record_id(key, mid): (w.entry if w else None) for mid, w in pending.items()}
-        self._entries.carry(key, taken, was, version, written)
-        self._matrices.carry(key, was, version, upserts, set(written) - upserts.keys())
+        if plan.active > ENTRIES_KEPT_UP_TO:
+            # Past the bound the writes leave the kept records (their next search reads
+            # them), so a process that imports 100k memories does not hold them all.
+            written = dict.fromkeys(written)
+        if plan.before is None:
+            # The index held no statistics of the user, so no memory (its plan starts
+            # from none too): what the section wrote is all the user holds, and this
+            # process's searches of them read nothing back (at 10k memories, the
+            # background read of their vectors slowed the first searches for seconds).
+            self._entries.start(key, version, written)
+            self._matrices.start(key, version, upserts)
+        else:
+            self._entries.carry(key, taken, was, version, written)
+            self._matrices.carry(key, was, version, upserts, set(written) - upserts.keys())
+        if follow and plan.active > ENTRIES_KEPT_UP_TO:
+            self._matrices.drop(key)  # their own vector collection answers their searches
 
     async def _verify(self, writes: Mapping[str, PendingWrite], removals: Iterable[str]) -> None:
         removals = list(removals)

@@ -135,7 +135,7 @@ async def test_a_collection_left_behind_is_not_used_until_it_is_rebuilt(make_sto
     write, this store's writes do not follow a collection it cannot vouch for,
     and opening the store after that writer (which records its layout) rebuilds it."""
     store = await make_store()
-    await _fill(store, ALICE, 6)
+    await _fill(await make_store(), ALICE, 6)  # another store object: this one keeps no matrix
     # The older writer: the memory and the index as it keeps them, no vector collection.
     collections, store._vector_collections = store._vector_collections, None
     await contract.put_all(

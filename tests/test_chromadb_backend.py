@@ -741,7 +741,8 @@ async def test_a_search_reading_beside_this_store_s_own_write_keeps_nothing_stal
     store = await make_store()
     store._matrices.read_later = lambda *args: None  # type: ignore[method-assign]
     first = contract.entry(contract.KEY, "m1", "Alice plays the cello", 0)
-    await contract.put_all(store, contract.KEY, [(first, None)])
+    # Written by another store object: this one keeps none of the user's records yet.
+    await contract.put_all(await make_store(), contract.KEY, [(first, None)])
     collection = store._collection
     real_get = collection.get
     reading, go_on = threading.Event(), threading.Event()
@@ -832,8 +833,8 @@ async def test_searches_rank_exactly_from_the_kept_vectors_and_follow_every_writ
     other = await make_store()
     key = UserKey("app", "kept")
     vectors = {f"m{i:02d}": contract.vec(1, i / 10, (i % 3) / 5, i % 2, 0.1) for i in range(30)}
-    await contract.put_all(
-        store,
+    await contract.put_all(  # by the other: this store object keeps none of the user's vectors yet
+        other,
         key,
         [(contract.entry(key, mid, f"memory {mid}", i), v) for i, (mid, v) in enumerate(vectors.items())],
     )
@@ -1115,3 +1116,78 @@ async def test_a_search_after_the_background_read_asks_the_server_once(make_stor
                 assert any(asked_for_memories) == memories_read
     for query, (kept, read) in results.items():
         assert kept == read, query
+
+
+async def test_a_process_that_wrote_a_new_users_memories_searches_them_without_reading_them_back(
+    make_store,
+) -> None:
+    """The section that writes a user's first memories (the index held no
+    statistics of them) starts the process's matrix and records of the user, and
+    every later section of the process carries them: its searches ask the server
+    for no memory and no vector, with no background read, and rank as the
+    in-memory store. Another process's write makes them stale: the next search
+    reads what it needs again and finds that write."""
+    store = await make_store(dimension=384)
+    async with _beside_the_in_memory_store(store) as (svc, reference, _added):
+        stats = await store._user_stats(contract.KEY)
+        assert stats is not None and store._matrices.at(contract.KEY, stats.version) is not None
+        collection = await store._ready()
+        asked: list[str] = []
+        for name in ("get", "query"):
+            real = getattr(collection, name)
+
+            def counted(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+                asked.append(_name)
+                return _real(*args, **kwargs)
+
+            setattr(collection, name, counted)
+        for query in ("what does Bob drink", "green tea in Porto", "notes about alice"):
+            found = await svc.search(contract.KEY, query)
+            expected = await reference.search(contract.KEY, query)
+            assert [round(e.score, 4) for e in found] == [round(e.score, 4) for e in expected], query
+            assert found
+        assert asked == []
+        assert not store._matrices.reading(contract.KEY)
+
+        other = await make_store(dimension=384)
+        async with MemoryService(other, embedder=HashEmbedder(), limit=0) as elsewhere:
+            await elsewhere.add(contract.KEY, "Zoe keeps bees in Porto")
+        found = await svc.search(contract.KEY, "Zoe keeps bees")
+        assert found and found[0].memory.text == "Zoe keeps bees in Porto"
+        assert "query" in asked or "get" in asked  # stale: read again
+
+
+async def test_a_cleared_users_next_memories_are_all_a_search_finds(make_store) -> None:
+    """After a clear, the memories written next are the user's only ones, in the
+    process's kept records and matrix as on the server."""
+    store = await make_store(dimension=384)
+    async with MemoryService(store, embedder=HashEmbedder(), limit=0) as svc:
+        for text in ("Alice plays the cello", "Bob drinks green tea"):
+            await svc.add(contract.KEY, text)
+        await svc.clear(contract.KEY)
+        await svc.add(contract.KEY, "Carol plays the cello in Berlin")
+        for mode in ("", "semantic", "keyword"):
+            found = await svc.search(contract.KEY, "cello", SearchOptions(mode=mode))
+            assert [e.memory.text for e in found] == ["Carol plays the cello in Berlin"], mode
+        newest = await svc.read(contract.KEY, 10)
+        assert [e.memory.text for e in newest] == ["Carol plays the cello in Berlin"]
+
+
+async def test_past_the_bound_a_process_keeps_none_of_the_records_it_writes(make_store, monkeypatch) -> None:
+    """Past ``ENTRIES_KEPT_UP_TO`` memories a write leaves the records this process
+    keeps (an import of 100k memories does not hold them all); a search reads the
+    ones it ranks and finds them as written."""
+    from backends import chromadb as chroma_module
+
+    monkeypatch.setattr(chroma_module, "ENTRIES_KEPT_UP_TO", 3)
+    monkeypatch.setattr(_chroma_search, "ENTRIES_KEPT_UP_TO", 3)
+    store = await make_store(dimension=384)
+    texts = ["Alice plays the cello", "Bob drinks green tea", "Carol runs", "Dan keeps bees", "Eve sails"]
+    async with MemoryService(store, embedder=HashEmbedder(), limit=0) as svc:
+        for text in texts:
+            await svc.add(contract.KEY, text)
+        version, kept = store._entries._items[contract.KEY]
+        assert sorted(entry.memory.text for entry in kept.values()) == sorted(texts[:3])
+        assert version == (await store._user_stats(contract.KEY)).version
+        found = await svc.search(contract.KEY, "Eve sails", SearchOptions(mode="keyword"))
+        assert [e.memory.text for e in found] == ["Eve sails"]
