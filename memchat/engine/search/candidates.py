@@ -276,9 +276,11 @@ class CandidatePlan:
         """The holders (indexes into ``ranks``) :meth:`choose` cuts through: those
         ranked exactly at the ``limit``-th best rank when more than ``limit`` are
         ranked at least that (else none). A store that gives their
-        ``Entry.newest_first`` to :meth:`choose` has its ties cut in the results' order."""
+        ``Entry.newest_first`` to :meth:`choose` has its ties cut in the results' order.
+        None either for a plan with a ``depth`` (keyword search): its check of the cut
+        (:meth:`KeywordPlanner.complete`) does not read the order of a tie."""
         found, limited = self.contenders(ranks)
-        return self._tied(ranks, found) if limited else found[:0]
+        return self._tied(ranks, found) if limited and self.depth is None else found[:0]
 
     def _tied(self, ranks: Any, found: Any) -> Any:
         if self.limit is None or len(found) <= self.limit:
