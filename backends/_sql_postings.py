@@ -52,15 +52,13 @@ class UserPostings:
     document numbers and (content tf, topic tf, content length, topic length)
     rows, and the memory IDs of the document numbers looked up so far."""
 
-    __slots__ = ("names", "size", "terms", "times", "version")
+    __slots__ = ("names", "size", "terms", "version")
 
     def __init__(self, version: int) -> None:
         self.version = version
         self.terms: dict[str, tuple[Any, Any]] = {}
         #: Document number → memory ID, of those a search has named.
         self.names: dict[int, str] = {}
-        #: Document number → (updated_at, created_at) µs, of those a search has timed.
-        self.times: dict[int, tuple[int, int]] = {}
         self.size = 0
 
     def add(self, term: str, docs: Any, counts: Any, version: int) -> tuple[Any, Any]:
@@ -94,11 +92,6 @@ class UserPostings:
         if self.version == version:
             self.names.update(found)
 
-    def time(self, found: Mapping[int, tuple[int, int]], version: int) -> None:
-        """Times of document numbers read at ``version`` (kept only at it)."""
-        if self.version == version:
-            self.times.update(found)
-
     def trim(self, limit: int) -> None:
         """Drop the terms used longest ago until at most ``limit`` postings are kept."""
         terms = self.terms
@@ -106,8 +99,6 @@ class UserPostings:
             self.size -= len(terms.pop(next(iter(terms)))[0])
         if len(self.names) > limit:
             self.names.clear()
-        if len(self.times) > limit:
-            self.times.clear()
 
     def apply(self, change: PostingChange) -> None:
         """The memory's postings of the terms held here, as ``change`` left them."""
@@ -168,8 +159,6 @@ class PostingsCache:
             return
         for change in changes:
             cached.apply(change)
-        # A write that changes no posting (the same text again) still moves updated_at.
-        cached.times.clear()
         cached.version = after
 
     def clear(self) -> None:

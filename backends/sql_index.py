@@ -271,32 +271,6 @@ class SQLKeywordIndex:
         self._packed_names_statement = sa.select(
             sa.func.count(), sa.func.aggregate_strings(named, _ID_SEPARATOR)
         ).where(of_user, numbered)
-        # The times of numbered memories ("doc updated_at created_at", one row): a
-        # search whose candidate limit cuts a tie cuts it newest first, as results
-        # order equal scores, so the engine need not read the ones left out.
-        t = table
-        with_times = sa.join(
-            docs,
-            t,
-            sa.and_(
-                t.c.app_name == docs.c.app_name,
-                t.c.user_id == docs.c.user_id,
-                t.c.memory_id == docs.c.memory_id,
-            ),
-        )
-        space = sa.literal_column("' '", sa.String)
-        timed = (
-            sa.cast(docs.c.doc, sa.String)
-            + space
-            + sa.cast(t.c.updated_at, sa.String)
-            + space
-            + sa.cast(t.c.created_at, sa.String)
-        )
-        self._packed_times_statement = (
-            sa.select(sa.func.count(), sa.func.aggregate_strings(timed, " "))
-            .select_from(with_times)
-            .where(of_user, numbered)
-        )
 
     def _user(self, table: sa.Table, key: UserKey) -> sa.ColumnElement[bool]:
         return sa.and_(table.c.app_name == key.app, table.c.user_id == key.user)
@@ -513,41 +487,8 @@ class SQLKeywordIndex:
         unnamed = [doc for doc in contenders if doc not in named]
         if unnamed:  # freed by a write after the statistics were read: not a candidate
             ranks[unnamed] = 0.0
-        tied = plan.tied(ranks).tolist()
-        times = await self._newest_first(conn, key, known, tied, named, user.version) if tied else None
-        chosen = plan.choose(named, holders, which, wanted, counts, ranks=ranks, newest_first=times)
+        chosen = plan.choose(named, holders, which, wanted, counts, ranks=ranks)
         return chosen.ids, chosen.stats(stats)
-
-    async def _newest_first(
-        self,
-        conn: AsyncConnection,
-        key: UserKey,
-        known: UserPostings,
-        docs: Sequence[int],
-        named: Mapping[int, str],
-        version: int,
-    ) -> dict[str, tuple[int, int, str]] | None:
-        """``Entry.newest_first`` of the memories numbered ``docs`` (those known, then
-        the rest read in batches of 500), by memory ID; None when one is missing
-        (a write after the statistics were read: the tie then goes by ID)."""
-        kept, read = known.times, {}
-        unknown = [doc for doc in docs if doc not in kept]
-        for start in range(0, len(unknown), 500):
-            params = {"app": key.app, "user": key.user, "docs": unknown[start : start + 500]}
-            count, joined = (await conn.execute(self._packed_times_statement, params)).one()
-            values = np.array((joined or "").split(), dtype=np.int64).reshape(-1, 3)
-            if len(values) != int(count or 0):
-                return None
-            found = {int(doc): (int(updated), int(created)) for doc, updated, created in values.tolist()}
-            read.update(found)
-            known.time(found, version)
-        result = {}
-        for doc in docs:
-            when, memory_id = kept.get(doc) or read.get(doc), named.get(doc)
-            if when is None or memory_id is None:
-                return None
-            result[memory_id] = (-when[0], -when[1], memory_id)
-        return result
 
     async def _names(
         self, conn: AsyncConnection, key: UserKey, known: UserPostings, docs: Sequence[int], version: int

@@ -86,17 +86,12 @@ async def test_the_store_returns_the_best_ranked_holders(make_service) -> None:
                 assert len(found) <= 5, (space, query)
                 continue
             ranks = _python_ranks(everything, query, space, stats)
-            newest = {e.id: e.newest_first for e in everything}
-            if stats.cutoff_key is not None:
-                # A tie at the cutoff cut as results order equal scores (newest first):
-                # every holder left out there sorts after the last one returned.
-                best = sorted(ranks, key=lambda i: (-ranks[i], newest[i]))[:5]
-                assert stats.cutoff_key == newest[best[-1]], (space, query)
-            else:
-                best = sorted(ranks, key=lambda i: (-ranks[i], i))[:5]  # else by ID
+            best = sorted(ranks, key=lambda i: (-ranks[i], i))[:5]
             assert len(found) == 5, (space, query)
             assert {e.id for e in found} == set(best), (space, query)
             assert stats.rank_cutoff == pytest.approx(ranks[best[-1]], abs=1e-9)
+            # Ties at the cutoff are cut by ID: one left out there sorts after this.
+            assert stats.cutoff_id == best[-1], (space, query)
 
 
 async def test_search_results_do_not_change_when_the_store_returns_few_candidates(
@@ -153,7 +148,7 @@ async def test_hybrid_search_over_tied_holders_ranks_like_the_full_scan_in_one_p
 ) -> None:
     """A hundred and twenty memories say the same thing ("… #7"): their keyword
     scores tie exactly, and the store's first answer (the 100 hybrid search needs,
-    ties cut newest first or by memory ID) leaves twenty of them out. None of those could reach the
+    ties cut by memory ID) leaves twenty of them out. None of those could reach the
     re-rank or the results, so the search does not ask the store again for every
     holder at that score, and ranks as the full scan does."""
     import memchat.engine.retrieval as service_module
