@@ -43,6 +43,11 @@ log = logging.getLogger(__name__)
 VectorReader = Callable[[UserKey], Awaitable[tuple[str, Mapping[str, Sequence[float]], str] | None]]
 
 
+def _row(vector: Sequence[float]) -> np.ndarray:
+    """One vector as a matrix row (float32, flat)."""
+    return np.asarray(vector, dtype=np.float32).reshape(-1)
+
+
 class ChromaMatrices:
     """Per user: the matrix of its active, embedded records by record ID, at an index version."""
 
@@ -78,7 +83,7 @@ class ChromaMatrices:
         before, vectors, after = found
         if not before or before != after:  # written meanwhile: the vectors may be of either version
             return
-        rows = ((rid, np.asarray(v, dtype=np.float32).reshape(-1)) for rid, v in vectors.items())
+        rows = ((rid, _row(v)) for rid, v in vectors.items())
         self._cache.put(key, before, UserMatrix.from_vectors(rows, self.dimension))
 
     def carry(
@@ -93,14 +98,14 @@ class ChromaMatrices:
         if not before:
             self._cache.drop(key)
             return
-        vectors = {rid: np.asarray(v, dtype=np.float32).reshape(-1) for rid, v in upserts.items()}
+        vectors = {rid: _row(v) for rid, v in upserts.items()}
         self._cache.advance(key, before, after, vectors, removals)
 
     def start(self, key: UserKey, version: str, upserts: Mapping[str, Sequence[float]]) -> None:
         """A section of this process wrote the first memories of a user (the index
         held no statistics of them, so no memory): the matrix at ``version`` is
         ``upserts``, and the user's next searches read none."""
-        rows = ((rid, np.asarray(v, dtype=np.float32).reshape(-1)) for rid, v in upserts.items())
+        rows = ((rid, _row(v)) for rid, v in upserts.items())
         self._cache.put(key, version, UserMatrix.from_vectors(rows, self.dimension))
 
     def drop(self, key: UserKey) -> None:

@@ -308,7 +308,7 @@ class ChromaSearch:
             stats is not None
             and stats.version
             and not self._matrices.known(key)
-            and not await self._ranked_by_own_collection(key, stats)
+            and not await self._ranked_by_own_collection(key, stats.active, stats.version)
         ):
             self._matrices.read_later(key, self._user_vectors)
         listed = stats.newest if stats is not None else None
@@ -394,7 +394,7 @@ class ChromaSearch:
             scores = {
                 rid: 1.0 - float(d) for rid, d in zip(found["ids"][0], found["distances"][0], strict=True)
             }
-        if stats is not None and version and await self._ranked_by_own_collection(key, stats):
+        if stats is not None and version and await self._ranked_by_own_collection(key, stats.active, version):
             self._matrices.drop(key)  # one kept from before (another version): never used again
         elif version:
             self._matrices.read_later(key, self._user_vectors)  # the next searches rank it
@@ -441,10 +441,11 @@ class ChromaSearch:
 
         self._background.start(name, warm)
 
-    async def _ranked_by_own_collection(self, key: UserKey, stats: UserStats) -> bool:
+    async def _ranked_by_own_collection(self, key: UserKey, active: int, version: str) -> bool:
         """Whether the user's searches ask their own vector collection and keep no
-        matrix: past ``ENTRIES_KEPT_UP_TO`` memories, while that collection is current."""
-        return stats.active > ENTRIES_KEPT_UP_TO and await self._vectors_at(key, stats.version)
+        matrix: past ``ENTRIES_KEPT_UP_TO`` memories (``active``), while that
+        collection is at ``version``."""
+        return active > ENTRIES_KEPT_UP_TO and await self._vectors_at(key, version)
 
     async def _user_vectors(self, key: UserKey) -> tuple[str, dict[str, Sequence[float]], str] | None:
         """(index version, record ID → vector of every active embedded record, version
@@ -462,7 +463,7 @@ class ChromaSearch:
         before = await self._user_stats(key)
         if before is None or not before.version:
             return None
-        if await self._ranked_by_own_collection(key, before):
+        if await self._ranked_by_own_collection(key, before.active, before.version):
             return None  # their own collection answers their searches: nothing to keep
         collection = await self._ready()
         whole = before.active <= ENTRIES_KEPT_UP_TO

@@ -526,8 +526,9 @@ class ChromaStore(ChromaSearch):
         else:
             self._entries.carry(key, taken, was, version, written)
             self._matrices.carry(key, was, version, upserts, set(written) - upserts.keys())
-        if follow and plan.active > ENTRIES_KEPT_UP_TO:
-            self._matrices.drop(key)  # their own vector collection answers their searches
+        # Their own vector collection, just written (no request), may answer their searches.
+        if follow and await self._ranked_by_own_collection(key, plan.active, version):
+            self._matrices.drop(key)
 
     async def _verify(self, writes: Mapping[str, PendingWrite], removals: Iterable[str]) -> None:
         removals = list(removals)

@@ -607,6 +607,20 @@ async def test_postings_of_layout_4_are_read_in_place_and_take_layout_5_when_wri
         assert any("postings" in meta for meta in metas)  # records no write touched stay as they were
 
 
+def _count_memory_reads(collection: Any) -> list[str]:
+    """The requests (``get``, ``query``) the memories collection answers, as they run."""
+    asked: list[str] = []
+    for name in ("get", "query"):
+        real = getattr(collection, name)
+
+        def counted(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            asked.append(_name)
+            return _real(*args, **kwargs)
+
+        setattr(collection, name, counted)
+    return asked
+
+
 def _count_reads(store: ChromaStore) -> list[int]:
     """The number of records each request of ``store``'s index asks for, as it runs."""
     collection = store._index.collection
@@ -1079,22 +1093,7 @@ async def test_a_search_after_the_background_read_asks_the_server_once(make_stor
                         break
                     await asyncio.sleep(0.05)
                 index_reads = _count_reads(store)
-                memory_reads: list[str] = []
-                collection = await store._ready()
-                for name in ("get", "query"):
-                    real = getattr(collection, name)
-
-                    def counted(
-                        *args: Any,
-                        _real: Any = real,
-                        _name: str = name,
-                        _asked: list[str] = memory_reads,
-                        **kwargs: Any,
-                    ) -> Any:
-                        _asked.append(_name)
-                        return _real(*args, **kwargs)
-
-                    setattr(collection, name, counted)
+                memory_reads = _count_memory_reads(await store._ready())
                 asked_for_memories: list[bool] = []
                 for query in ("what does Bob drink", "green tea in Porto", "notes about alice"):
                     index_reads.clear(), memory_reads.clear()
@@ -1131,16 +1130,7 @@ async def test_a_process_that_wrote_a_new_users_memories_searches_them_without_r
     async with _beside_the_in_memory_store(store) as (svc, reference, _added):
         stats = await store._user_stats(contract.KEY)
         assert stats is not None and store._matrices.at(contract.KEY, stats.version) is not None
-        collection = await store._ready()
-        asked: list[str] = []
-        for name in ("get", "query"):
-            real = getattr(collection, name)
-
-            def counted(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
-                asked.append(_name)
-                return _real(*args, **kwargs)
-
-            setattr(collection, name, counted)
+        asked = _count_memory_reads(await store._ready())
         for query in ("what does Bob drink", "green tea in Porto", "notes about alice"):
             found = await svc.search(contract.KEY, query)
             expected = await reference.search(contract.KEY, query)
