@@ -257,10 +257,33 @@ class ChromaSearch:
         # Clean statistics, checked unchanged over the read: the nearest memories'
         # ask of the same search (after the query's embedding) needs no other.
         share(self._stats_read(key), stats)
-        ids, found = ranker(stats, names, postings).lookup(space, terms, planner)
         version = stats.version if stats is not None else ""
+        ids, found = ranker(stats, names, postings).lookup(
+            space, terms, planner, self._kept_newest_first(key, version)
+        )
         entries = await self._active_entries(key, version, [record_id(key, mid) for mid in ids])
         return entries, found
+
+    def _kept_newest_first(
+        self, key: UserKey, version: str
+    ) -> Callable[[builtins.list[str]], dict[str, tuple[int, int, str]] | None]:
+        """``Entry.newest_first`` of memory IDs when this process keeps all their
+        records at ``version`` (up to ``ENTRIES_KEPT_UP_TO`` memories, after the read
+        of the user's vectors or the process's own writes), else None: a tie at the
+        keyword limit is then cut by ID, and the engine reads the ones left out if
+        they could matter (reading their times would cost as much)."""
+        kept = self._entries.at(key, version) if version else {}
+
+        def newest_first(ids: builtins.list[str]) -> dict[str, tuple[int, int, str]] | None:
+            found = {}
+            for memory_id in ids:
+                entry = kept.get(record_id(key, memory_id))
+                if entry is None:
+                    return None
+                found[memory_id] = entry.newest_first
+            return found
+
+        return newest_first
 
     async def _active_entries(
         self, key: UserKey, version: str | None, ids: Sequence[str]

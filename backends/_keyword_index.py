@@ -3,13 +3,13 @@ memchat/engine/search/index.py): what the in-memory store keeps per user."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from memchat.engine.model import Entry
-from memchat.engine.search.index import IndexRecord, KeywordStats, index_record
+from memchat.engine.search.index import IndexRecord, KeywordStats, NewestFirst, index_record
 
 if TYPE_CHECKING:
     from memchat.engine.search.candidates import KeywordPlanner
@@ -105,10 +105,17 @@ class UserKeywordIndex:
         return cached
 
     def lookup(
-        self, space: str, terms: Iterable[str], planner: KeywordPlanner | None = None
+        self,
+        space: str,
+        terms: Iterable[str],
+        planner: KeywordPlanner | None = None,
+        newest_first: Callable[[list[str]], Mapping[str, NewestFirst] | None] | None = None,
     ) -> tuple[set[str] | list[str], KeywordStats]:
         """(IDs of the memories holding one of ``terms``, the space's statistics);
-        with a ``planner``, only its best-ranked holders (search/candidates.py)."""
+        with a ``planner``, only its best-ranked holders (search/candidates.py).
+        ``newest_first`` gives ``Entry.newest_first`` of the memory IDs it is given
+        (None: not known): then a tie at the planner's limit is cut in the order
+        results give equal scores, and the engine reads none of those left out."""
         terms = list(dict.fromkeys(terms))
         if planner is None:
             # Every holder of a term is a candidate: the scorer counts document frequencies itself.
@@ -126,5 +133,9 @@ class UserKeywordIndex:
         holders = np.concatenate([slots for slots, _ in columns])
         counts = np.concatenate([c for _, c in columns])
         which = np.repeat(np.arange(len(held)), [len(slots) for slots, _ in columns])
-        chosen = plan.choose(self.ids, holders, which, held, counts)
+        ranks = plan.rank_holders(holders, which, held, counts, len(self.ids))
+        times = None
+        if newest_first is not None and len(tied := plan.tied(ranks)):
+            times = newest_first([name for slot in tied.tolist() if (name := self.ids[slot]) is not None])
+        chosen = plan.choose(self.ids, holders, which, held, counts, ranks=ranks, newest_first=times)
         return chosen.ids, chosen.stats(stats)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable
 
-from memchat.engine.model import Entry, to_micros
+from memchat.engine.model import Entry
 
 
 def newest_first(entries: Iterable[Entry]) -> list[Entry]:
@@ -16,7 +16,7 @@ def newest_first(entries: Iterable[Entry]) -> list[Entry]:
 
 
 def _position(entry: Entry) -> tuple[int, int, str]:
-    return (-to_micros(entry.updated_at), -to_micros(entry.created_at), entry.id)
+    return entry.newest_first
 
 
 class NewestOrder:

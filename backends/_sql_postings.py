@@ -18,7 +18,8 @@ longest, not everything: a reset made the next searches read their common
 terms again, tens of milliseconds each at 100k memories. Counts and document
 numbers are kept as 32-bit integers (20 bytes a posting) and widened for
 ranking; the memory IDs of the document numbers a search returned are kept
-with them, so the next search that returns them does not look them up.
+with them, so the next search that returns them does not look them up, and so
+are the times of those whose tie at the candidate limit a search cut.
 """
 
 from __future__ import annotations
@@ -39,12 +40,14 @@ MAX_POSTINGS = 1_000_000
 @dataclass(frozen=True, slots=True)
 class PostingChange:
     """One memory's postings (stored term → its four counts) before and after a
-    write; ``doc`` is its number among the user's memories (``sql_index``)."""
+    write, and its (updated_at, created_at) µs after it (None: no longer active);
+    ``doc`` is its number among the user's memories (``sql_index``)."""
 
     doc: int
     memory_id: str
     before: Mapping[str, Sequence[int]]
     after: Mapping[str, Sequence[int]]
+    times: tuple[int, int] | None
 
 
 class UserPostings:
@@ -52,13 +55,15 @@ class UserPostings:
     document numbers and (content tf, topic tf, content length, topic length)
     rows, and the memory IDs of the document numbers looked up so far."""
 
-    __slots__ = ("names", "size", "terms", "version")
+    __slots__ = ("names", "size", "terms", "times", "version")
 
     def __init__(self, version: int) -> None:
         self.version = version
         self.terms: dict[str, tuple[Any, Any]] = {}
         #: Document number → memory ID, of those a search has named.
         self.names: dict[int, str] = {}
+        #: Document number → (updated_at, created_at) µs, of those a search has timed.
+        self.times: dict[int, tuple[int, int]] = {}
         self.size = 0
 
     def add(self, term: str, docs: Any, counts: Any, version: int) -> tuple[Any, Any]:
@@ -92,6 +97,11 @@ class UserPostings:
         if self.version == version:
             self.names.update(found)
 
+    def time(self, found: Mapping[int, tuple[int, int]], version: int) -> None:
+        """Times of document numbers read at ``version`` (kept only at it)."""
+        if self.version == version:
+            self.times.update(found)
+
     def trim(self, limit: int) -> None:
         """Drop the terms used longest ago until at most ``limit`` postings are kept."""
         terms = self.terms
@@ -99,6 +109,8 @@ class UserPostings:
             self.size -= len(terms.pop(next(iter(terms)))[0])
         if len(self.names) > limit:
             self.names.clear()
+        if len(self.times) > limit:
+            self.times.clear()
 
     def apply(self, change: PostingChange) -> None:
         """The memory's postings of the terms held here, as ``change`` left them."""
@@ -110,8 +122,10 @@ class UserPostings:
             self.size -= len(found) - int(keep.sum())
         # A number freed by a removal may be given to the next memory added.
         self.names.pop(doc, None)
-        if change.after:
+        self.times.pop(doc, None)
+        if change.times is not None:
             self.names[doc] = change.memory_id
+            self.times[doc] = change.times
         for term in change.after.keys() & self.terms.keys():
             found, counts = self.terms[term]
             row = np.asarray(change.after[term], dtype=np.int32).reshape(1, 4)

@@ -171,8 +171,12 @@ class InMemoryStore:
         """The active memories holding one of ``terms`` (with a ``planner``, its
         best-ranked ones) and the user's statistics (memchat/engine/search/index.py)."""
         index = self._index.get(key) or UserKeywordIndex()
-        ids, stats = index.lookup(space, terms, planner)
         rows = self._users.get(key, {})
+
+        def newest_first(ids: list[str]) -> dict[str, tuple[int, int, str]]:
+            return {i: rows[i].newest_first for i in ids}
+
+        ids, stats = index.lookup(space, terms, planner, newest_first)
         return [rows[i] for i in ids], stats
 
     async def memories_in_periods(

@@ -254,8 +254,8 @@ async def lookup(
     rows = zip(reply[0::3], reply[1::3], reply[2::3], strict=True)
     ranked = sorted(((str(i), float(r), float(f)) for i, r, f in rows), key=lambda row: (-row[1], row[0]))
     limited = plan.limit is not None and len(ranked) >= plan.limit
-    cutoff, cutoff_id = (ranked[-1][1], ranked[-1][0]) if limited else (None, None)
-    chosen = plan.settle(ranked, cutoff, cutoff_id)
+    # The script cut any tie at the limit by ID: the engine is told nothing of it.
+    chosen = plan.settle(ranked, ranked[-1][1] if limited else None)
     return chosen.ids, chosen.stats(stats)
 
 
@@ -278,8 +278,9 @@ async def _rank_here(
     size = int(holders.max()) + 1 if len(holders) else 0
     counts = records[:, 1:].astype(np.float64)
     ranks = plan.rank_holders(holders, which, terms, counts, size)
-    # Ties are cut by memory ID, as the script and every store cut them: the
-    # holders that can reach the limit are named first.
+    # Ties are cut by memory ID, as the script cuts them (the times of the tied
+    # holders are in their records, not here): the holders that can reach the
+    # limit are named first.
     contenders = plan.contenders(ranks)[0].tolist()
     if not contenders:
         return Chosen([], None)

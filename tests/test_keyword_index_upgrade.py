@@ -89,10 +89,12 @@ async def test_a_memory_written_without_the_index_is_found_after_the_next_open(h
         await reopened.close()
 
 
-async def test_an_index_of_postings_by_memory_id_is_rebuilt_by_document_number_on_open(harness) -> None:
+@pytest.mark.parametrize("layout", [1, 2])
+async def test_an_index_of_an_older_layout_is_rebuilt_on_open(harness, layout: int) -> None:
     """Layout 1 of the index (postings keyed by memory ID, recorded as the bare
-    index version) is rebuilt on open with a progress line, ranking as before;
-    its table is left as it was, for an older memchat that still reads it."""
+    index version) and layout 2 (document numbers without their times, in
+    another table) are rebuilt on open with a progress line, ranking as before;
+    their tables are left as they were, for an older memchat that still reads them."""
     from memchat.engine.search.index import INDEX_VERSION
 
     svc = MemoryService(harness.make_store())
@@ -104,7 +106,8 @@ async def test_an_index_of_postings_by_memory_id_is_rebuilt_by_document_number_o
     async with store.engine.begin() as conn:
         await conn.execute(sa.delete(store.keyword_index.terms))
         await conn.execute(sa.delete(store.keyword_index.docs))
-    await store.write_meta(INDEX_META, str(INDEX_VERSION))  # what layout 1 recorded
+    # What layout 1 recorded, or layout 2 (whose tables this layout's are not).
+    await store.write_meta(INDEX_META, str(INDEX_VERSION) if layout == 1 else f"{INDEX_VERSION}.2")
     await svc.close()
 
     reopened, indexing = await _reopened_indexing(harness)

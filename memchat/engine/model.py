@@ -180,6 +180,12 @@ class Entry:
     def is_deleted(self) -> bool:
         return self.deleted_at is not None
 
+    @property
+    def newest_first(self) -> tuple[int, int, str]:
+        """Sort key of the one "newest first" order (reference §1.5): updated_at desc,
+        created_at desc, ID asc. Search results order equal scores by it."""
+        return (-to_micros(self.updated_at), -to_micros(self.created_at), self.id)
+
     def with_score(self, score: float) -> Entry:
         return replace(self, score=score)
 

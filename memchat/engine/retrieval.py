@@ -378,9 +378,9 @@ class Retrieval:
         # a few rounds). So the ranking is the full scan's, and a tie at the cutoff
         # (hundreds of templated memories at 100k) is read only when it could matter.
         limit = options.max_results if options.max_results > 0 else self.max_results
-        after_id = keyword_stats.cutoff_id
+        after_key = keyword_stats.cutoff_key
         for round_ in range(_KEYWORD_ROUNDS):
-            level = ranking.keyword_needed(results, options, limit, cutoff, after_id)
+            level = ranking.keyword_needed(results, options, limit, cutoff, after_key)
             if level is None or (round_ and level >= cutoff - 1e-9):  # nothing it has not read
                 return results
             if round_ == _KEYWORD_ROUNDS - 1:
@@ -393,7 +393,7 @@ class Retrieval:
             results = ranking.results(options, default_max=self.max_results)
             if level <= 0.0:
                 break
-            cutoff, after_id = level, None  # every holder ranked from ``level`` is here
+            cutoff, after_key = level, None  # every holder ranked from ``level`` is here
         return results
 
     async def _keyword_holders_from(

@@ -86,12 +86,46 @@ async def test_the_store_returns_the_best_ranked_holders(make_service) -> None:
                 assert len(found) <= 5, (space, query)
                 continue
             ranks = _python_ranks(everything, query, space, stats)
-            best = sorted(ranks, key=lambda i: (-ranks[i], i))[:5]
+            newest = {e.id: e.newest_first for e in everything}
+            if stats.cutoff_key is not None:
+                # A tie at the cutoff cut as results order equal scores (newest first):
+                # every holder left out there sorts after the last one returned.
+                best = sorted(ranks, key=lambda i: (-ranks[i], newest[i]))[:5]
+                assert stats.cutoff_key == newest[best[-1]], (space, query)
+            else:
+                best = sorted(ranks, key=lambda i: (-ranks[i], i))[:5]  # else by ID
             assert len(found) == 5, (space, query)
             assert {e.id for e in found} == set(best), (space, query)
             assert stats.rank_cutoff == pytest.approx(ranks[best[-1]], abs=1e-9)
-            # Ties at the cutoff are cut by ID: one left out there sorts after this.
-            assert stats.cutoff_id == best[-1], (space, query)
+
+
+async def test_a_memory_written_again_leads_its_tie_at_the_store_limit(make_service) -> None:
+    """Twelve memories of one rank (the same words, a number of two digits each);
+    the limit (5) cuts through them. Writing the oldest again (the same text: no
+    posting changes) makes it the newest. A store that cuts ties newest first
+    keeps it, in this store object and in another on the same data; one that cuts
+    them by ID says nothing of their order (``cutoff_key`` None)."""
+    svc = make_service()
+    texts = [f"Drinks green tea after lunch #{i}" for i in range(10, 22)]
+    for text in texts:
+        await svc.add(KEY, text)
+    if not svc.store.capabilities.native_keyword_search:
+        return  # every memory is a candidate: nothing is cut
+    again = await svc.add(KEY, texts[0])
+    newest = {e.id: e.newest_first for e in await svc.store.list(KEY)}
+    assert min(newest, key=newest.__getitem__) == again.id
+    other = await make_service().open()  # another store object on the same data
+    for store in (svc.store, other.store):
+        terms = query_terms("green tea", KEYWORD_SPACE)
+        found, stats = await store.indexed_keyword_candidates(
+            KEY, KEYWORD_SPACE, terms, KeywordPlanner("green tea", KEYWORD_SPACE, 5)
+        )
+        assert stats is not None and stats.rank_cutoff is not None
+        if stats.cutoff_key is None:
+            continue  # cut by ID
+        best = sorted(newest, key=newest.__getitem__)[:5]
+        assert [e.id for e in found if e.id in newest] and {e.id for e in found} == set(best)
+        assert stats.cutoff_key == newest[best[-1]]
 
 
 async def test_search_results_do_not_change_when_the_store_returns_few_candidates(
@@ -148,7 +182,7 @@ async def test_hybrid_search_over_tied_holders_ranks_like_the_full_scan_in_one_p
 ) -> None:
     """A hundred and twenty memories say the same thing ("… #7"): their keyword
     scores tie exactly, and the store's first answer (the 100 hybrid search needs,
-    ties cut by memory ID) leaves twenty of them out. None of those could reach the
+    ties cut newest first or by memory ID) leaves twenty of them out. None of those could reach the
     re-rank or the results, so the search does not ask the store again for every
     holder at that score, and ranks as the full scan does."""
     import memchat.engine.retrieval as service_module

@@ -23,14 +23,20 @@ exact; otherwise the engine asks again
 for every holder ranked at least that k-th best score
 (:meth:`KeywordPlanner.below`). The ranking so never changes; only the work does.
 
-Ties at the limit are cut by memory ID on every store, and the store says which
-holder was the last it returned at the cutoff (:class:`Chosen`): one left out
-there sorts after it. Hybrid search fuses the keyword candidates with the dense
-ones, re-ranks the best and lifts episodes, so after ranking it works out the
-least keyword score at which a holder left out could still reach its re-rank
-or its results (``HybridRanking.keyword_needed``; ties at the cutoff sorted by
-ID count as behind) and asks the store for the holders ranked from there: its
-ranking is the full scan's.
+Ties at the limit are cut in the order search results give equal scores
+(``Entry.newest_first``: updated_at desc, created_at desc, ID) by a store that
+knows the tied holders' times (the in-memory and SQL stores; Chroma while it
+keeps the user's records), and it says so: ``Chosen.cutoff_key``, that key of
+the last holder it returned at the cutoff, so one left out there comes after
+it. Other stores cut them by ID and say nothing. Hybrid search fuses the
+keyword candidates with the dense ones, re-ranks the best and lifts episodes,
+so after ranking it works out the least keyword score at which a holder left
+out could still reach its re-rank or its results
+(``HybridRanking.keyword_needed``; ties at the cutoff behind the cutoff key
+count as behind, in the re-rank targets' order as in the results', both newest
+first) and asks the store for the holders ranked from there: its ranking is the
+full scan's. Without the key, a search whose last result ties with the cutoff
+(hundreds of copies of one sentence) read every holder tied there.
 
 Told how many of the best keyword search ranks (``depth``), a store returns
 fewer still: only the holders ranked at least the depth-th best *floor* (the
@@ -49,7 +55,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .index import KEYWORD_SPACE, KeywordStats
+from .index import KEYWORD_SPACE, KeywordStats, NewestFirst
 from .keyword import (
     _BM25_B,
     _BM25_K1,
@@ -64,7 +70,7 @@ from .keyword import (
 )
 from .tokens import _trim, stem_text
 
-__all__ = ["KEYWORD_CANDIDATES", "CandidatePlan", "Chosen", "KeywordPlanner"]
+__all__ = ["KEYWORD_CANDIDATES", "CandidatePlan", "Chosen", "KeywordPlanner", "NewestFirst"]
 
 #: How many ranked holders a store returns for one query (the engine needs the
 #: best ``max_results`` for keyword search and the best 100 for hybrid re-ranking).
@@ -76,17 +82,19 @@ _FLOAT_MARGIN = 1e-6
 class Chosen(NamedTuple):
     """What a store returns for a :class:`CandidatePlan`: the memory IDs, the cutoff
     (the best rank of a holder left out; None: none was), and, when the limit cut
-    through the holders ranked exactly at the cutoff, the last of them returned:
-    ties are cut by memory ID, so every one left out at the cutoff sorts after it
-    (None: no such guarantee, e.g. after :meth:`CandidatePlan.settle` left some out)."""
+    through the holders ranked exactly at the cutoff in the order results give
+    equal scores (the store knew their times), ``Entry.newest_first`` of the last
+    of them returned: every one left out at the cutoff sorts after it (None: no
+    such guarantee: the tie was cut by memory ID, or :meth:`CandidatePlan.settle`
+    left more out)."""
 
     ids: list[str]
     cutoff: float | None
-    cutoff_id: str | None = None
+    cutoff_key: NewestFirst | None = None
 
     def stats(self, stats: KeywordStats) -> KeywordStats:
         """``stats`` carrying this cut (what the engine's completeness checks read)."""
-        return replace(stats, rank_cutoff=self.cutoff, cutoff_id=self.cutoff_id)
+        return replace(stats, rank_cutoff=self.cutoff, cutoff_key=self.cutoff_key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +192,10 @@ class CandidatePlan:
         return np.where(matched > 0, np.minimum(rank, 1.0), 0.0)
 
     def settle(
-        self, ranked: Sequence[tuple[str, float, float]], cutoff: float | None, cutoff_id: str | None = None
+        self,
+        ranked: Sequence[tuple[str, float, float]],
+        cutoff: float | None,
+        cutoff_key: NewestFirst | None = None,
     ) -> Chosen:
         """What a store returns from its best-ranked holders ``ranked`` — (ID, rank,
         floor), best rank first — of which none left out ranks above ``cutoff``
@@ -199,14 +210,14 @@ class CandidatePlan:
         ids = [memory_id for memory_id, _, _ in ranked]
         depth = self.depth
         if depth is None or not self._settles(len(ranked)):  # depth: for the type checker
-            return Chosen(ids, cutoff, cutoff_id)
+            return Chosen(ids, cutoff, cutoff_key)
         floor = heapq.nlargest(depth, (f for _, _, f in ranked))[-1] - _FLOAT_MARGIN
         kept = [memory_id for memory_id, rank, _ in ranked if rank >= floor]
         dropped = [rank for _, rank, _ in ranked if rank < floor]
         if dropped:
             cutoff = max(dropped) if cutoff is None else max(cutoff, max(dropped))
-            cutoff_id = None
-        return Chosen(kept, cutoff, cutoff_id)
+            cutoff_key = None
+        return Chosen(kept, cutoff, cutoff_key)
 
     def _settles(self, ranked: int) -> bool:
         """Whether :meth:`settle` cuts ``ranked`` holders (else it returns them all)."""
@@ -221,6 +232,7 @@ class CandidatePlan:
         counts: Any,
         *,
         ranks: Any = None,
+        newest_first: Mapping[str, NewestFirst] | None = None,
     ) -> Chosen:
         """What a store returns from the postings of the query's terms, ranked here
         (numpy) rather than in the store: posting ``i`` is memory ``ids[holders[i]]`` (an ID
@@ -228,25 +240,53 @@ class CandidatePlan:
         holding ``terms[which[i]]`` with ``counts[i]`` (see :meth:`rank_holders`).
         ``ids`` may be a mapping naming only the :meth:`contenders` of ``ranks``
         (the holders' ranks, made here when not given).
-        Returns what :meth:`settle` does: the best ``limit`` by rank, ties by memory
-        ID (the order the SQL stores used to rank in), of those ranked at least
-        ``min_rank``, cut to what can reach the top ``depth``."""
+        Returns what :meth:`settle` does: the best ``limit`` by rank, of those ranked
+        at least ``min_rank``, cut to what can reach the top ``depth``. Ties at the
+        limit are cut in the order results give equal scores when ``newest_first``
+        holds ``Entry.newest_first`` of every holder :meth:`tied` names (then the
+        engine need not read the ones left out to know they come after), else by
+        memory ID (the order the SQL stores used to rank in)."""
         if not len(holders):
             return Chosen([], None)
         if ranks is None:
             ranks = self.rank_holders(holders, which, terms, counts, len(ids))
         found, limited = self.contenders(ranks)
         cutoff: float | None = None
-        cutoff_id: str | None = None
+        cutoff_key: NewestFirst | None = None
         if limited:
-            order = sorted(found.tolist(), key=lambda s: (-ranks[s], ids[s]))[: self.limit]
-            cutoff, cutoff_id = float(ranks[order[-1]]), ids[order[-1]]
+            # Only the holders tied at the limit need their times (the others are kept
+            # whole, in whatever order), and all of them: else the tie goes by ID.
+            times = newest_first or {}
+            if times and not all(ids[s] in times for s in self._tied(ranks, found).tolist()):
+                times = {}
+            last = (0, 0, "")
+            order = sorted(found.tolist(), key=lambda s: (-ranks[s], times.get(ids[s], last), ids[s]))
+            del order[self.limit :]
+            cutoff = float(ranks[order[-1]])
+            cutoff_key = times.get(ids[order[-1]])
         else:
             order = found.tolist()
         if not self._settles(len(order)):  # the floors would not be used: skip their pass
-            return Chosen([ids[s] for s in order], cutoff, cutoff_id)
+            return Chosen([ids[s] for s in order], cutoff, cutoff_key)
         floors = self.rank_holders(holders, which, terms, counts, len(ranks), phrase_bonus=False)
-        return self.settle([(ids[s], float(ranks[s]), float(floors[s])) for s in order], cutoff, cutoff_id)
+        ranked = [(ids[s], float(ranks[s]), float(floors[s])) for s in order]
+        return self.settle(ranked, cutoff, cutoff_key)
+
+    def tied(self, ranks: Any) -> Any:
+        """The holders (indexes into ``ranks``) :meth:`choose` cuts through: those
+        ranked exactly at the ``limit``-th best rank when more than ``limit`` are
+        ranked at least that (else none). A store that gives their
+        ``Entry.newest_first`` to :meth:`choose` has its ties cut in the results' order.
+        None either for a plan with a ``depth`` (keyword search): its check of the cut
+        (:meth:`KeywordPlanner.complete`) does not read the order of a tie."""
+        found, limited = self.contenders(ranks)
+        return self._tied(ranks, found) if limited and self.depth is None else found[:0]
+
+    def _tied(self, ranks: Any, found: Any) -> Any:
+        if self.limit is None or len(found) <= self.limit:
+            return found[:0]
+        level = ranks[found].min()
+        return found[ranks[found] == level]
 
     def contenders(self, ranks: Any) -> tuple[Any, bool]:
         """The holders (indexes into ``ranks``) :meth:`choose` orders by rank and memory

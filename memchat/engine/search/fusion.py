@@ -61,7 +61,7 @@ from operator import itemgetter
 from memchat.engine.model import Entry, SearchOptions, utc
 
 from .dense import UNCALIBRATED, DenseCalibration, weighted_piece_means
-from .index import KeywordStats
+from .index import KeywordStats, NewestFirst
 from .keyword import MIN_KEYWORD_SCORE, lexical_scores
 from .results import DEFAULT_MAX_RESULTS, _Pair, finish, matches_filters
 from .tokens import _trim, latin_share
@@ -338,9 +338,10 @@ class HybridRanking:
         self._scores = {memory_id: self._compute(memory_id) for memory_id in self.entries}
         #: The scores before the token re-rank (what chose its targets).
         self.first_scores = dict(self._scores)
-        # Ties by ID: the candidates worth a token-level look must not depend on the
-        # order the store listed them in.
-        self.order = sorted(self._scores, key=lambda i: (-self._scores[i], i))
+        # Ties in the order results give them (newest first): the candidates worth a
+        # token-level look must not depend on the order the store listed them in, and a
+        # store that cut its keyword holders in that order left out only ones after them.
+        self.order = sorted(self._scores, key=lambda i: (-self._scores[i], self.entries[i].newest_first))
 
     def _lexical_scores(
         self,
@@ -453,21 +454,22 @@ class HybridRanking:
         options: SearchOptions,
         limit: int,
         cutoff: float,
-        after_id: str | None,
+        after_key: NewestFirst | None,
     ) -> float | None:
         """The least keyword score at which a holder the store left out could still
         change these ``results`` (``limit`` of them); None when none could.
 
-        The store left out holders scoring at most ``cutoff`` (one scoring exactly
-        that has an ID after ``after_id``; None: any ID). Such a holder is no dense
+        The store left out holders scoring at most ``cutoff`` (one ranked exactly
+        that comes after ``after_key`` in the results' order of equal scores,
+        ``Entry.newest_first``; None: anywhere). Such a holder is no dense
         candidate: its dense side is the nearest ones' floor, the token re-rank never
         saw it, it may sit in a period the query names (counted as if it did, unless
         the store listed the memories in those periods: ``period_entries``)
         and be lifted by its episode (its event_time is not known here). It matters
         if it could (1) be one of the ``HYBRID_RERANK_DEPTH`` re-rank targets, which
-        are chosen by score, then ID (the targets, and the weights of their word
-        pieces, would differ), (2) enter the results, past the relevance floor, the
-        similarity threshold and the last result, or (3) be one of the seeds that
+        are chosen by score, then newest first (the targets, and the weights of their
+        word pieces, would differ), (2) enter the results, past the relevance floor,
+        the similarity threshold and the last result, or (3) be one of the seeds that
         lift their episode."""
         margin = 1e-9
         floor_drops = self.background_alpha is not None and self.background is not None
@@ -485,22 +487,20 @@ class HybridRanking:
             else:
                 last_target = self.first_scores[self.order[HYBRID_RERANK_DEPTH - 1]]
                 level = self._keyword_for(last_target - margin)
-                if (
-                    level is not None
-                    and level <= cutoff + margin
-                    and not self._behind_by_id(cutoff, after_id)
-                ):
+                if level is not None and level <= cutoff + margin and not self._behind(cutoff, after_key):
                     needed.append(level)
         # (2) The results.
-        level_2: float | None = kept_from
-        if options.similarity_threshold > 0:
-            level_2 = _max_level(
-                level_2, self._keyword_for(self._unlifted(options.similarity_threshold) - margin)
-            )
-        if limit > 0 and len(results) >= limit:
-            last = results[limit - 1].score or 0.0
-            level_2 = _max_level(level_2, self._keyword_for(self._unlifted(last) - margin))
-        at_least(level_2)
+        full = limit > 0 and len(results) >= limit
+        if not (full and self._after_results(results[limit - 1], options, cutoff, after_key)):
+            level_2: float | None = kept_from
+            if options.similarity_threshold > 0:
+                level_2 = _max_level(
+                    level_2, self._keyword_for(self._unlifted(options.similarity_threshold) - margin)
+                )
+            if full:
+                last = results[limit - 1].score or 0.0
+                level_2 = _max_level(level_2, self._keyword_for(self._unlifted(last) - margin))
+            at_least(level_2)
         # (3) The seeds of the episode lift.
         if self._lifts():
             kept = sorted((s for i, s in self._scores.items() if self.relevant(i)), reverse=True)
@@ -549,25 +549,51 @@ class HybridRanking:
             return score
         return (score - HYBRID_EPISODE_WEIGHT * top) / (1.0 - HYBRID_EPISODE_WEIGHT)
 
-    def _behind_by_id(self, cutoff: float, after_id: str | None) -> bool:
-        """Whether every left-out holder is behind ``HYBRID_RERANK_DEPTH`` candidates in
-        the targets' order (score, then ID): those scoring more than one at the cutoff,
-        and those tied with it that the store's cut put first (an ID up to ``after_id``)."""
+    def _ties_below(self, cutoff: float, after_key: NewestFirst | None) -> float | None:
+        """The score (before the re-rank) of a holder left out ranked at the cutoff,
+        when it tells them apart from the kept: the store cut that tie in the results'
+        order (``after_key``), no lift of theirs is unknown, and scores rise with the
+        keyword score there, so a holder ranked below the cutoff scores below it.
+        None otherwise (a lower keyword score may tie with the cutoff's)."""
         margin = 1e-9
         linear = (self.w_dense + self.w_tokens) * self.dense_floor + self.w_keyword * cutoff
         if (
-            after_id is None
+            after_key is None
             or self._left_out_lift
             or linear <= self.semantic_floor * self.dense_floor + margin
         ):
-            return False  # a lower keyword score may tie with the cutoff's
-        best = self._pre_rerank(cutoff)
+            return None
+        return self._pre_rerank(cutoff)
+
+    def _behind(self, cutoff: float, after_key: NewestFirst | None) -> bool:
+        """Whether every left-out holder is behind ``HYBRID_RERANK_DEPTH`` candidates in
+        the targets' order (score, then newest first): those scoring more than one at
+        the cutoff, and those tied with it that come before ``after_key``."""
+        best = self._ties_below(cutoff, after_key)
+        if best is None or after_key is None:
+            return False
+        margin = 1e-9
         ahead = sum(
             1
             for memory_id, score in self.first_scores.items()
-            if score > best + margin or (score >= best - margin and memory_id <= after_id)
+            if score > best + margin
+            or (score >= best - margin and self.entries[memory_id].newest_first <= after_key)
         )
         return ahead >= HYBRID_RERANK_DEPTH
+
+    def _after_results(
+        self, last: Entry, options: SearchOptions, cutoff: float, after_key: NewestFirst | None
+    ) -> bool:
+        """Whether every left-out holder comes after ``last``, the last result, in the
+        results' order: it scores at most what ``last`` does, and, scoring as much,
+        comes after it among equals (newest first). Not when the order of equals is
+        another (by event time, or the preferred kind first) or an episode may lift it."""
+        if options.order_by_event_time or options.kind or self._lifts():
+            return False
+        best = self._ties_below(cutoff, after_key)
+        if best is None or after_key is None or best > last.score:
+            return False
+        return best < last.score or last.newest_first <= after_key
 
     def _episode_lift(self, candidates: list[_Pair], options: SearchOptions, kept: set[str]) -> list[_Pair]:
         """Lift the memories sharing an event_time with one of the best candidates

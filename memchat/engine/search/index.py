@@ -75,6 +75,10 @@ class IndexRecord:
         return rows
 
 
+#: ``Entry.newest_first`` of a memory: (-updated_at µs, -created_at µs, ID).
+NewestFirst = tuple[int, int, str]
+
+
 @dataclass(frozen=True, slots=True)
 class KeywordStats:
     """One space's collection statistics, as the scorer needs them."""
@@ -93,9 +97,11 @@ class KeywordStats:
     #: holder left out exceeds. None: every holder is among the candidates.
     rank_cutoff: float | None = None
     #: With ``rank_cutoff``: when the store's limit cut through the holders ranked
-    #: exactly at it, the last of them returned; ties are cut by memory ID, so each
-    #: one left out at the cutoff has a greater ID (search/candidates.py, ``Chosen``).
-    cutoff_id: str | None = None
+    #: exactly at it and the store cut them in the order search results give equal
+    #: scores (``Entry.newest_first``), that key of the last of them returned: each
+    #: one left out at the cutoff sorts after it (search/candidates.py, ``Chosen``).
+    #: None: nothing is known of the order of those left out.
+    cutoff_key: NewestFirst | None = None
 
     @classmethod
     def of(
