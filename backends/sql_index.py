@@ -74,6 +74,16 @@ LAYOUT = 3
 TABLE_SUFFIXES = ("_doc_postings", "_documents", "_stats", "_docs", "_postings", "_terms")
 
 
+def _doc_times(entry: Entry) -> dict[str, int]:
+    """The memory's times as its ``_documents`` row holds them (µs, as its own row)."""
+    return {"updated_at": to_micros(entry.updated_at), "created_at": to_micros(entry.created_at)}
+
+
+def _time_pair(times: Mapping[str, int] | None) -> tuple[int, int] | None:
+    """``_doc_times`` as the postings cache keeps them: (updated_at, created_at)."""
+    return None if times is None else (times["updated_at"], times["created_at"])
+
+
 def _posting_counts(record: IndexRecord | None) -> dict[str, tuple[int, ...]]:
     """Stored term → the four counts of its posting (none for no record)."""
     counts: dict[str, tuple[int, ...]] = {}
@@ -320,11 +330,7 @@ class SQLKeywordIndex:
         section brings this process's cached postings along with them)."""
         before = index_record(old.memory) if old is not None and not old.is_deleted else None
         after = index_record(new.memory) if new is not None and not new.is_deleted else None
-        if after is None:
-            times = None
-        else:
-            assert new is not None
-            times = (to_micros(new.updated_at), to_micros(new.created_at))
+        times = _doc_times(new) if new is not None and after is not None else None
         if before is None and after is None:
             return await self._add_stats(conn, key, [0, 0, 0, 0, 0], versions=versions)
         t, d = self.terms, self.docs
@@ -332,11 +338,7 @@ class SQLKeywordIndex:
         # The memory's new times on its number (kept with every write that leaves it active).
         retimed = None
         if doc is not None and times is not None:
-            retimed = (
-                sa.update(d)
-                .where(self._user(d, key), d.c.doc == doc)
-                .values(updated_at=times[0], created_at=times[1])
-            )
+            retimed = sa.update(d).where(self._user(d, key), d.c.doc == doc).values(times)
         if before == after:
             # The same postings (the same text again, or other metadata): only the
             # times move, and with them the memory's place in a tie.
@@ -344,27 +346,22 @@ class SQLKeywordIndex:
                 assert doc is not None and times is not None
                 await conn.execute(retimed)
                 if changes is not None:
-                    changes.append(PostingChange(doc, memory_id, {}, {}, times))
+                    changes.append(PostingChange(doc, memory_id, {}, {}, _time_pair(times)))
             return await self._add_stats(conn, key, [0, 0, 0, 0, 0], versions=versions)
         after_counts = _posting_counts(after)
         if doc is None and times is not None:
             # Writers of a user are serialised: no other write takes this number meanwhile.
             doc = highest + 1
             await conn.execute(
-                sa.insert(d).values(
-                    app_name=key.app,
-                    user_id=key.user,
-                    doc=doc,
-                    memory_id=memory_id,
-                    updated_at=times[0],
-                    created_at=times[1],
-                )
+                sa.insert(d).values(app_name=key.app, user_id=key.user, doc=doc, memory_id=memory_id, **times)
             )
         elif retimed is not None:
             await conn.execute(retimed)
         if doc is not None:
             if changes is not None:
-                changes.append(PostingChange(doc, memory_id, _posting_counts(before), after_counts, times))
+                changes.append(
+                    PostingChange(doc, memory_id, _posting_counts(before), after_counts, _time_pair(times))
+                )
             if before is not None:
                 old_terms = list(dict.fromkeys(term_key(term) for term in before.terms))
                 for start in range(0, len(old_terms), 500):
@@ -471,8 +468,7 @@ class SQLKeywordIndex:
                     "user_id": key.user,
                     "doc": doc,
                     "memory_id": entry.id,
-                    "updated_at": to_micros(entry.updated_at),
-                    "created_at": to_micros(entry.created_at),
+                    **_doc_times(entry),
                 }
             )
             rows.extend(_posting_rows(key, doc, _posting_counts(record)))
