@@ -19,6 +19,8 @@ _TABLE_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 #: The table of small per-store records (``read_meta`` / ``write_meta``), shared by every memories table.
 META_TABLE = "memchat_meta"
+#: The table beside a memories table ``<name>`` that holds its vectors: ``<name>_vectors``.
+VECTORS_SUFFIX = "_vectors"
 
 
 def validate_table_name(name: str, max_length: int = 64, what: str = "table name") -> str:
@@ -79,6 +81,31 @@ def memories_table(
     newest_index(table)
     event_time_index(table)
     return table
+
+
+def vectors_table(
+    metadata: sa.MetaData,
+    memories: sa.Table,
+    blob_type: sa.types.TypeEngine,
+    *,
+    schema: str | None = None,
+    **table_options: Any,
+) -> sa.Table:
+    """One row per memory that has a vector, keyed as the memories are: the float32
+    vector kept out of the memory's row, so the rows a search reads stay small (at
+    100k memories on MariaDB, the vectors made the memories table 265 MB, twice the
+    default buffer pool, and the few hundred rows a hybrid search reads came from
+    pages the pool no longer held)."""
+    return sa.Table(
+        short_identifier(f"{memories.name}{VECTORS_SUFFIX}"),
+        metadata,
+        sa.Column("app_name", sa.String(255), primary_key=True),
+        sa.Column("user_id", sa.String(255), primary_key=True),
+        sa.Column("memory_id", sa.String(64), primary_key=True),
+        sa.Column("embedding", blob_type, nullable=False),
+        schema=schema,
+        **table_options,
+    )
 
 
 def newest_index(table: sa.Table) -> sa.Index:

@@ -25,6 +25,7 @@ from ._sql_schema import (
     meta_table,
     short_identifier,
     validate_table_name,
+    vectors_table,
 )
 from ._sql_transaction import VectorChange
 from ._vectors import MatrixCache, encode_vector
@@ -41,8 +42,9 @@ class SQLTables(SQLCalls):
     """The table and row half of ``SQLStore``."""
 
     max_table_name = 64
-    #: Vectors live in the table's ``embedding`` BLOB column and are ranked in
-    #: numpy; False for a store with its own vector index (sqlitevec, pgvector).
+    #: Vectors are float32 BLOBs in the ``<table>_vectors`` table beside the
+    #: memories (``self.vector_table``) and are ranked in numpy; False for a store with
+    #: its own vector index (sqlitevec, pgvector).
     blob_vectors = True
     #: False: any dimension fits (the engine sets ``dimension`` to its
     #: embedder's); True: the index was made for ``dimension`` only.
@@ -81,8 +83,14 @@ class SQLTables(SQLCalls):
             schema=schema,
             **table_options,
         )
+        #: Where the vectors are: the table beside the memories (``blob_vectors``), the
+        #: memories table itself (a store whose vector column is in the row: pgvector,
+        #: mysqlvec on a server with a vector type), or None (sqlitevec's own index).
+        self.vector_table: sa.Table | None = None
         if self.blob_vectors:
-            self.table.append_column(sa.Column("embedding", self._blob_type(), nullable=True))
+            self.vector_table = vectors_table(
+                self.metadata, self.table, self._blob_type(), schema=schema, **table_options
+            )
         self.meta_table = meta_table(self.metadata, schema=schema, **table_options)
         #: The inverted index and statistics of keyword search (sql_index.py).
         self.keyword_index = SQLKeywordIndex(
@@ -126,16 +134,35 @@ class SQLTables(SQLCalls):
         """The ``embedding`` column's value for ``vector``."""
         return encode_vector(vector, self.dimension)
 
+    @property
+    def vectors_in_row(self) -> bool:
+        """Whether the memories table's own ``embedding`` column holds the vectors."""
+        return self.vector_table is self.table
+
     def _embedding_value(self, vector: Sequence[float]) -> Any:
-        """What a write stores in the ``embedding`` column (None: the store keeps
-        its vectors elsewhere)."""
-        return self._encode(vector) if self.blob_vectors else None
+        """What a write stores in the row's ``embedding`` column (None: the store keeps
+        its vectors out of the row)."""
+        return self._encode(vector) if self.vectors_in_row else None
 
     async def write_vector(self, conn: AsyncConnection, key: UserKey, change: VectorChange) -> None:
         """The vector hook: told, inside the write section and on its connection,
-        each change to ``key``'s vectors. The base keeps vectors in the row
-        (``_embedding_value``) and has nothing more to do; a store with its own
-        vector index (sqlitevec) keeps that index here."""
+        each change to ``key``'s vectors. The base keeps the vectors table beside the
+        memories; a store whose vectors are in the row (``_embedding_value``) has
+        nothing more to do; one with its own vector index (sqlitevec) keeps it here."""
+        v = self.vector_table
+        if v is None or v is self.table:
+            return
+        scope = sa.and_(v.c.app_name == key.app, v.c.user_id == key.user)
+        if change.kind == "put":
+            if change.vector is not None:  # None: the stored vector stays
+                row = {"app_name": key.app, "user_id": key.user, "memory_id": change.memory_id}
+                row["embedding"] = self._encode(change.vector)
+                await conn.execute(self._upsert_into(v, row, ("app_name", "user_id", "memory_id")))
+        elif change.kind == "remove":
+            await conn.execute(sa.delete(v).where(scope, v.c.memory_id == change.memory_id))
+        elif change.kind == "remove_user":
+            await conn.execute(sa.delete(v).where(scope))
+        # tombstone_user: a tombstone keeps its vector (a restore brings it back), as a row did.
 
     def describe(self) -> str:
         return f"{self.name} ({self.location})" if self.location else self.name

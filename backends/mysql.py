@@ -18,9 +18,10 @@ its (app, user), which holds InnoDB's exclusive row lock until COMMIT or
 ROLLBACK — in any process, on any machine. The limit check and the insert
 therefore run under one lock, in one transaction.
 
-Each memory's embedding is a float32 BLOB in the same row (sent as hex
-through ``UNHEX``), ranked exactly in numpy (``backends/sql.py``); a table
-made before vectors existed gets the column when it is opened.
+Each memory's embedding is a float32 BLOB (sent as hex through ``UNHEX``) in
+``<table>_vectors`` beside the rows, ranked exactly in numpy
+(``backends/sql.py``); a table whose rows hold them (an older memchat's) has
+them moved beside it when it is opened.
 """
 
 from __future__ import annotations
@@ -454,6 +455,10 @@ class MySQLStore(ServerSQLStore):
 
     def _blob_type(self) -> sa.types.TypeEngine:
         return Float32Blob()
+
+    def _drop_embedding_column(self, table: str) -> str:
+        # FORCE rebuilds the table: InnoDB drops a column instantly, leaving its bytes in every row.
+        return f"ALTER TABLE {table} DROP COLUMN embedding, FORCE"
 
     def _upsert_into(self, table: sa.Table, row: dict[str, Any], keys: Sequence[str]) -> sa.Executable:
         stmt = mysql_insert(table).values(**row)

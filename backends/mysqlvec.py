@@ -1,15 +1,18 @@
 """mysqlvec: the MySQL/MariaDB store plus one embedding per memory.
 
-The rows, locking and errors are the ``mysql`` backend's; the table gains an
-``embedding`` column, written in the same transaction as the row:
+The rows, locking and errors are the ``mysql`` backend's; each memory's
+embedding is written in the same transaction as its row:
 
 * on a server with a native vector type (MariaDB ≥ 11.7, MySQL ≥ 9, detected
-  at connect by probing its cosine distance function) a ``VECTOR(D)`` column,
-  ranked by the server (``VEC_DISTANCE_COSINE`` / ``DISTANCE(…, 'COSINE')``);
-* otherwise (MariaDB 10.x, MySQL 8) the ``mysql`` backend's own ``BLOB`` of
-  little-endian float32, ranked exactly in numpy over a per-user cache
-  (``backends/sql.py``), so a table made by the ``mysql`` backend is used as
-  it is.
+  at connect by probing its cosine distance function) into a ``VECTOR(D)``
+  column of the row, ranked by the server (``VEC_DISTANCE_COSINE`` /
+  ``DISTANCE(…, 'COSINE')``);
+* otherwise (MariaDB 10.x, MySQL 8) as the ``mysql`` backend keeps it: a
+  ``BLOB`` of little-endian float32 in ``<table>_vectors`` beside the rows,
+  ranked exactly in numpy over a per-user cache (``backends/sql.py``), so a
+  table made by the ``mysql`` backend is used as it is. A table that is
+  already BLOB (vectors beside it, or an older memchat's ``embedding`` BLOB
+  column, moved beside on open) stays BLOB on a server that gains the type.
 
 The dimension is fixed (``MYSQLVEC_DIMENSION``, or the first vector of a BLOB
 table); another is one clear error.
@@ -114,9 +117,15 @@ class MySQLVecStore(MySQLStore):
         ).first()
         return None if row is None else str(row[0]).lower()
 
+    async def _has_vectors_table(self, conn: AsyncConnection) -> bool:
+        v = self._vector_holder()
+        return await conn.run_sync(lambda sync: sa.inspect(sync).has_table(v.name, schema=v.schema))
+
     async def _create_schema(self) -> None:
         async with self.engine.connect() as conn:
             existing = await self._existing_column(conn)
+            if existing is None and not self.vectors_in_row and await self._has_vectors_table(conn):
+                existing = "blob"  # vectors beside the rows already: BLOB, whatever the server has
             flavour: str | None = None
             if existing is not None and existing.startswith("vector"):
                 flavour = await self._probe_flavour(conn)
@@ -134,8 +143,14 @@ class MySQLVecStore(MySQLStore):
                 )
             await conn.rollback()
         self.flavour = flavour
-        self.table.c.embedding.type = _NativeVector(self.dimension, flavour) if flavour else self._blob_type()
-        # Creates the table, or adds the column to one made before vectors existed.
+        if flavour and not self.vectors_in_row:
+            # The server ranks the vectors: they go in a column of the row, not beside it.
+            self.metadata.remove(self._vector_holder())
+            native = _NativeVector(self.dimension, flavour)
+            self.table.append_column(sa.Column("embedding", native, nullable=True))
+            self.vector_table = self.table
+        # Creates the tables, adds the column to a table made before vectors existed
+        # (native), or moves an older memchat's BLOB column beside the rows.
         await super()._create_schema()
         async with self.engine.connect() as conn:
             await self._check_dimension(conn, await self._existing_column(conn) or "")
@@ -146,10 +161,10 @@ class MySQLVecStore(MySQLStore):
         if column_type.startswith("vector("):
             existing = int(column_type[len("vector(") :].rstrip(")"))
         else:
-            t = self.table
+            v = self._vector_holder()
             length = (
                 await conn.execute(
-                    sa.select(sa.func.length(t.c.embedding)).where(t.c.embedding.is_not(None)).limit(1)
+                    sa.select(sa.func.length(v.c.embedding)).where(v.c.embedding.is_not(None)).limit(1)
                 )
             ).scalar()
             if length is not None:

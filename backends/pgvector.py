@@ -139,6 +139,7 @@ class PgVectorStore(PostgresStore):
         self.dimension = dimension
         t = self.table
         t.append_column(sa.Column("embedding", Vector(dimension), nullable=True))
+        self.vector_table = t  # in the row, where the HNSW index reads them
         #: The HNSW index, or None above pgvector's 2000-dimension limit.
         self.index: sa.Index | None = None
         if dimension <= MAX_HNSW_DIMENSION:

@@ -9,7 +9,9 @@ A database that does not exist is created on first connect when the account
 may (CREATE DATABASE); otherwise the error says how to create it.
 
 Topics and participants are JSONB; each memory's embedding is a float32
-BYTEA in the same row, ranked exactly in numpy (``backends/sql.py``). The
+BYTEA in ``<table>_vectors`` beside the rows, ranked exactly in numpy
+(``backends/sql.py``; a table whose rows hold them, an older memchat's, has
+them moved beside it on open and is rewritten with VACUUM FULL). The
 table (optionally in a schema) is created on first use. A user's writers are serialised inside the transaction
 by ``pg_advisory_xact_lock`` on a 64-bit hash of (schema, table, app, user),
 released by COMMIT or ROLLBACK; transactions run at READ COMMITTED, so every
@@ -370,6 +372,9 @@ class PostgresStore(ServerSQLStore):
                 if exists is None:
                     await conn.execute(sa.schema.CreateSchema(self.schema))
             await self._create_tables(conn)
+        if self._vectors_moved:
+            # Dropping a column leaves its bytes in every row until the row is rewritten.
+            await self._analyze(vacuum=True, full=True)
         known = await self._planner_rows()
         if known is not None and known < 0 and await self._holds_rows():
             await self._analyze()  # never analyzed, and nothing runs autovacuum here
@@ -435,15 +440,20 @@ class PostgresStore(ServerSQLStore):
             return None
         return None if value is None else int(value)
 
-    async def _analyze(self, *, vacuum: bool = False) -> None:
+    async def _analyze(self, *, vacuum: bool = False, full: bool = False) -> None:
         """ANALYZE the store's tables (``vacuum``: VACUUM (ANALYZE), which also marks
         the pages all of whose rows every reader sees, so reading a term's postings
-        stays in the key's index instead of visiting a heap page per posting). A
-        failure (not the tables' owner, a busy server) only leaves them as they were."""
+        stays in the key's index instead of visiting a heap page per posting; ``full``:
+        the memories table alone, rewritten). A failure (not the tables' owner, a busy
+        server) only leaves them as they were."""
         index = self.keyword_index
-        tables = [self.table, index.terms, index.docs, index.stats]
+        tables = [self.table] if full else [self.table, index.terms, index.docs, index.stats]
+        if self.vector_table is not None and self.vector_table is not self.table and not full:
+            tables.append(self.vector_table)
         names = ", ".join(self.engine.dialect.identifier_preparer.format_table(t) for t in tables)
-        statement = f"VACUUM (ANALYZE) {names}" if vacuum else f"ANALYZE {names}"
+        statement = f"ANALYZE {names}"
+        if vacuum or full:
+            statement = f"VACUUM ({'FULL, ' if full else ''}ANALYZE) {names}"
         try:
             async with self.engine.connect() as conn:
                 # VACUUM runs outside any transaction.

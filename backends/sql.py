@@ -7,18 +7,21 @@ Rows hold the normalised memory in plain columns (no JSON blob to drift from
 the columns), times as integer microseconds since the epoch so ordering is
 exact and identical on every dialect.
 
-Vectors: each row has an ``embedding`` column (BLOB / BYTEA of little-endian
-float32, NULL when the memory has none yet), written in the same statement as
-the row, and ``vector_candidates`` ranks the user's vectors exactly in numpy
-over a per-user cache (``backends/_vectors.py``). The cache is reused while a
-cheap signature of the user's rows with a vector (count, sum and max of
-``updated_at``) is unchanged, so another process's writes are seen at the next
-search. A table made before vectors existed gets the column on open (ALTER
-TABLE … ADD COLUMN, under the same lock that serialises table creation).
-Stores with a native vector index (sqlitevec, pgvector, mysqlvec on a server
-with a vector type) replace this part: a vector column of their own type
-(``_embedding_value``), or an index beside the table kept through the one
-vector hook ``write_vector``, which every write section calls on its connection.
+Vectors: ``<table>_vectors`` beside the memories holds one row per memory
+with a vector (BLOB / BYTEA of little-endian float32), written in the same
+transaction as the memory's row through the one vector hook ``write_vector``,
+and ``vector_candidates`` ranks the user's vectors exactly in numpy over a
+per-user cache (``backends/_vectors.py``). Out of the rows, the vectors leave
+the rows a search reads small: at 100k memories they were most of a MariaDB
+table twice the size of its default buffer pool. The cache is reused while the
+user's version (the keyword index's statistics row, bumped by every write) is
+unchanged, so another process's writes are seen at the next search. A table
+whose rows hold the vectors (an ``embedding`` column: an older memchat's) has
+them moved beside it on open, and the column dropped, under the same lock
+that serialises table creation. Stores with a native vector index (sqlitevec,
+pgvector, mysqlvec on a server with a vector type) replace this part: a
+vector column of their own type in the row (``_embedding_value``), or an
+index of their own kept through ``write_vector``.
 
 ``memchat_meta(name, value)`` holds small per-table records (the embedder that
 made the stored vectors: ``read_meta`` / ``write_meta``), keyed
@@ -49,6 +52,7 @@ from memchat.engine.vectors import IndexingProgress, report_progress
 
 from ._sql_schema import (
     META_TABLE,
+    VECTORS_SUFFIX,
     event_time_index,
     lock_key,
     memories_table,
@@ -62,9 +66,11 @@ from ._sql_transaction import SQLTransaction, VectorChange
 from ._vectors import UserMatrix, check_query
 from .base import Capabilities
 from .sql_index import INDEX_META
+from .sql_index import TABLE_SUFFIXES as INDEX_TABLE_SUFFIXES
 
 __all__ = [
     "META_TABLE",
+    "TABLE_SUFFIXES",
     "SQLStore",
     "SQLTransaction",
     "VectorChange",
@@ -77,12 +83,18 @@ __all__ = [
 
 T = TypeVar("T")
 
+#: The tables a memories table ``<name>`` has beside it, as ``<name><suffix>``: its
+#: vectors, and its keyword index's (this layout's, then older ones').
+TABLE_SUFFIXES = (VECTORS_SUFFIX, *INDEX_TABLE_SUFFIXES)
+
 
 class SQLStore(SQLTables):
     """Base of the SQL stores. Subclasses set ``name``, build ``self.engine``
     and may override ``_begin_user`` (serialise writers) and ``_upsert``."""
 
     name = "sql"
+    #: This process moved an older table's vectors out of its rows on open (``_move_vectors_beside``).
+    _vectors_moved = False
     capabilities = Capabilities(
         vector_search=True,
         transactions=True,
@@ -111,6 +123,7 @@ class SQLStore(SQLTables):
 
         if await conn.run_sync(create):
             await self._ensure_embedding_column(conn)
+            await self._move_vectors_beside(conn)
             await self._ensure_indexes(conn)
 
     async def _ensure_indexes(self, conn: AsyncConnection) -> None:
@@ -127,21 +140,65 @@ class SQLStore(SQLTables):
         for index in await conn.run_sync(missing):
             await conn.run_sync(index.create)
 
-    async def _ensure_embedding_column(self, conn: AsyncConnection) -> None:
-        """Add the ``embedding`` column to a table made before vectors existed.
-        Call it where table creation is serialised against other processes."""
-        if not self.blob_vectors:
-            return
+    async def _columns(self, conn: AsyncConnection) -> set[str]:
+        """The memories table's columns as the server has them."""
         t = self.table
 
         def columns(sync_conn: sa.Connection) -> set[str]:
             return {c["name"] for c in sa.inspect(sync_conn).get_columns(t.name, schema=t.schema)}
 
-        if "embedding" in await conn.run_sync(columns):
+        return await conn.run_sync(columns)
+
+    async def _ensure_embedding_column(self, conn: AsyncConnection) -> None:
+        """Add the ``embedding`` column to a table made before vectors existed, for a
+        store that keeps its vectors in the row (mysqlvec on a server with a vector
+        type). Call it where table creation is serialised against other processes."""
+        if not (self.blob_vectors and self.vectors_in_row) or "embedding" in await self._columns(conn):
             return
+        t = self.table
         spec = t.c.embedding.type.compile(dialect=conn.dialect)
         table = conn.dialect.identifier_preparer.format_table(t)
         await conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN embedding {spec} NULL"))
+
+    async def _move_vectors_beside(self, conn: AsyncConnection) -> None:
+        """Move the vectors of a memories table made by a memchat that kept them in the
+        rows (an ``embedding`` column) into the vectors table, then drop the column,
+        rebuilding the table so its rows shrink. A vector already beside is replaced by
+        the row's (an older memchat may have written it since), so running this again
+        after an interruption, or after an older memchat added the column back and
+        wrote to it, loses nothing. Call it where table creation is serialised against
+        other processes."""
+        v = self.vector_table
+        if v is None or self.vectors_in_row or "embedding" not in await self._columns(conn):
+            return
+        t = self.table
+        old = sa.Table(
+            t.name,
+            sa.MetaData(),
+            *(sa.Column(name, t.c[name].type) for name in ("app_name", "user_id", "memory_id")),
+            sa.Column("embedding", v.c.embedding.type),
+            schema=t.schema,
+        )
+        same = sa.and_(*(v.c[name] == old.c[name] for name in ("app_name", "user_id", "memory_id")))
+        moved = sa.select(old.c.app_name, old.c.user_id, old.c.memory_id, old.c.embedding).where(
+            old.c.embedding.is_not(None)
+        )
+        count = sa.select(sa.func.count()).select_from(moved.subquery())
+        total = int((await conn.execute(count)).scalar_one())
+        if total:
+            await report_progress(self.progress, IndexingProgress(0, total))
+        await conn.execute(sa.delete(v).where(sa.exists().where(same, old.c.embedding.is_not(None))))
+        await conn.execute(sa.insert(v).from_select(["app_name", "user_id", "memory_id", "embedding"], moved))
+        table = conn.dialect.identifier_preparer.format_table(t)
+        await conn.execute(sa.text(self._drop_embedding_column(table)))
+        self._vectors_moved = True
+        if total:
+            await report_progress(self.progress, IndexingProgress(total, total))
+
+    def _drop_embedding_column(self, table: str) -> str:
+        """The statement that drops the rows' old ``embedding`` column and gives its
+        space back (SQLite rewrites the rows as it drops a column)."""
+        return f"ALTER TABLE {table} DROP COLUMN embedding"
 
     # -- plumbing --------------------------------------------------------
 
@@ -340,9 +397,23 @@ class SQLStore(SQLTables):
         query = check_query(vector, self.dimension)
         return await self._read("searching", lambda conn: self._blob_candidates(conn, key, query, k))
 
+    def _vector_holder(self) -> sa.Table:
+        if self.vector_table is None:
+            raise TypeError(f"{self.name} keeps its vectors in an index of its own")
+        return self.vector_table
+
+    def _with_vectors(self) -> sa.FromClause:
+        """The memories joined with their vectors (the memories table alone when the
+        vectors are in its rows): select from it with ``_with_vector``."""
+        t, v = self.table, self._vector_holder()
+        if v is t:
+            return t
+        return t.join(v, sa.and_(*(t.c[name] == v.c[name] for name in ("app_name", "user_id", "memory_id"))))
+
     def _with_vector(self, key: UserKey) -> sa.ColumnElement[bool]:
-        t = self.table
-        return sa.and_(self._scope(key), t.c.deleted_at.is_(None), t.c.embedding.is_not(None))
+        """The user's active memories that have a vector (from ``_with_vectors``)."""
+        t, v = self.table, self._vector_holder()
+        return sa.and_(self._scope(key), t.c.deleted_at.is_(None), v.c.embedding.is_not(None))
 
     async def _blob_candidates(self, conn: AsyncConnection, key: UserKey, query: Any, k: int) -> list[Entry]:
         t = self.table
@@ -357,7 +428,9 @@ class SQLStore(SQLTables):
                         # Summed modulo 2^31 - 1: a sum of 10k microsecond stamps overflows 64 bits.
                         sa.func.coalesce(sa.func.sum(t.c.updated_at % 2147483647), 0),
                         sa.func.coalesce(sa.func.max(t.c.updated_at), 0),
-                    ).where(self._with_vector(key))
+                    )
+                    .select_from(self._with_vectors())
+                    .where(self._with_vector(key))
                 )
             ).one()
         )
@@ -381,8 +454,12 @@ class SQLStore(SQLTables):
 
     async def _stored_vectors(self, conn: AsyncConnection, key: UserKey) -> list[tuple[str, Any]]:
         """(memory ID, float32 bytes) of each of the user's active memories with a vector."""
-        t = self.table
-        stmt = sa.select(t.c.memory_id, t.c.embedding).where(self._with_vector(key))
+        t, v = self.table, self._vector_holder()
+        stmt = (
+            sa.select(t.c.memory_id, v.c.embedding)
+            .select_from(self._with_vectors())
+            .where(self._with_vector(key))
+        )
         return [(r[0], r[1]) for r in (await conn.execute(stmt)).all()]
 
     async def _fetch_scored(
@@ -432,14 +509,17 @@ class SQLStore(SQLTables):
 
     async def vectors(self, key: UserKey, ids: Sequence[str]) -> dict[str, list[float]]:
         """The embeddings of ``ids`` (those that have one), in batches of 500."""
-        t = self.table
+        v = self._vector_holder()
 
         async def fetch(conn: AsyncConnection) -> dict[str, list[float]]:
             found: dict[str, list[float]] = {}
             for start in range(0, len(ids), 500):
                 batch = list(ids[start : start + 500])
-                stmt = sa.select(t.c.memory_id, t.c.embedding).where(
-                    self._scope(key), t.c.memory_id.in_(batch), t.c.embedding.is_not(None)
+                stmt = sa.select(v.c.memory_id, v.c.embedding).where(
+                    v.c.app_name == key.app,
+                    v.c.user_id == key.user,
+                    v.c.memory_id.in_(batch),
+                    v.c.embedding.is_not(None),
                 )
                 for memory_id, stored in (await conn.execute(stmt)).all():
                     vector = self._decode_vector(stored)
@@ -458,7 +538,10 @@ class SQLStore(SQLTables):
     # -- embedder bookkeeping (memchat.engine.vectors) ------------------------
 
     def _missing_vector(self) -> sa.ColumnElement[bool]:
-        return self.table.c.embedding.is_(None)
+        t, v = self.table, self._vector_holder()
+        if v is t:
+            return t.c.embedding.is_(None)
+        return ~sa.exists().where(*(v.c[name] == t.c[name] for name in ("app_name", "user_id", "memory_id")))
 
     async def entries_missing_vectors(self, limit: int) -> list[Entry]:
         """Entries of any user, tombstones included, that have no vector: at
@@ -488,8 +571,11 @@ class SQLStore(SQLTables):
 
     async def clear_vectors(self) -> None:
         """Forget every stored vector (any user): the embedder changed."""
-        t = self.table
-        stmt = sa.update(t).where(t.c.embedding.is_not(None)).values(embedding=None)
+        t, v = self.table, self._vector_holder()
+        if v is t:
+            stmt: sa.Executable = sa.update(t).where(t.c.embedding.is_not(None)).values(embedding=None)
+        else:
+            stmt = sa.delete(v)
         stats = self.keyword_index.stats
         bump = sa.update(stats).values(version=stats.c.version + 1)  # other processes' matrices too
 

@@ -9,8 +9,8 @@ every change to a memory:
   given again), and its two times, kept with every write: a search whose
   candidate limit cuts through holders of equal rank cuts them newest first, as
   results order equal scores, reading their times from this small table
-  rather than from the memories' rows (which hold the vectors: at 100k
-  memories on MariaDB, 700 of them took 30–100 ms);
+  rather than from the memories' rows (at 100k memories on MariaDB, when
+  the rows still held the vectors, 700 of them took 30–100 ms);
 * ``<table>_doc_postings`` (app_name, user_id, term, doc, four counts): one row
   per distinct term of each active memory (primary key = the posting list's
   order, so "who holds these terms" is an index range scan). Numbers, not the

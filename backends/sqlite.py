@@ -4,9 +4,9 @@ Writers take SQLite's write lock up front (``BEGIN IMMEDIATE``) and wait for
 it (busy timeout), and the database runs in WAL mode, so several processes
 can share one file and no write is lost; readers never block writers.
 
-Each memory's embedding is a float32 BLOB in the same row, ranked exactly in
-numpy (``backends/sql.py``); a file made before vectors existed gets the
-column when it is opened.
+Each memory's embedding is a float32 BLOB in ``<table>_vectors`` beside the
+rows, ranked exactly in numpy (``backends/sql.py``); a file whose rows hold
+them (an older memchat's) has them moved beside the rows when it is opened.
 """
 
 from __future__ import annotations

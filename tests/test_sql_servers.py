@@ -29,6 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import sqlalchemy as sa
 
@@ -1119,10 +1120,9 @@ def _admin(name: str, target: Any, statement: str) -> None:
 
 
 async def _drop_tables(name: str, dsn: str, tables: list[str], schema: str | None = None) -> None:
-    from backends.sql import short_identifier
-    from backends.sql_index import TABLE_SUFFIXES
+    from backends.sql import TABLE_SUFFIXES, short_identifier
 
-    # Each table has its keyword index's tables beside it (backends/sql_index.py).
+    # Each table has its vectors' and keyword index's tables beside it (backends/sql.py).
     index = [short_identifier(f"{t}{suffix}") for t in tables for suffix in TABLE_SUFFIXES]
     if name == "mysql":
         names = ", ".join([*(f"`{t}`, `{lock_table_name(t)}`" for t in tables), *(f"`{t}`" for t in index)])
@@ -1183,7 +1183,7 @@ def _old_table(name: str, options: dict[str, Any]) -> list[tuple[Any, ...]]:
 
 
 def _read_back(name: str, options: dict[str, Any]) -> tuple[list[tuple[Any, ...]], int, int]:
-    """(old columns of every row, rows without a vector, embedding columns)."""
+    """(old columns of every row, vectors beside them, embedding columns of the rows)."""
     from tests.conformance.harness import _sql_connect
 
     module = parse_mysql_dsn if name == "mysql" else parse_pg_dsn
@@ -1196,15 +1196,16 @@ def _read_back(name: str, options: dict[str, Any]) -> tuple[list[tuple[Any, ...]
         with conn.cursor() as cur:
             cur.execute(f"SELECT {columns} FROM {quoted} ORDER BY memory_id")
             rows = [tuple(r) for r in cur.fetchall()]
-            cur.execute(f"SELECT count(*) FROM {quoted} WHERE embedding IS NULL")
-            missing = cur.fetchone()[0]
+            beside = f"`{table}_vectors`" if name == "mysql" else f'"{table}_vectors"'
+            cur.execute(f"SELECT count(*) FROM {beside}")
+            vectors = cur.fetchone()[0]
             cur.execute(
                 "SELECT count(*) FROM information_schema.columns WHERE table_name = %s "
                 "AND column_name = 'embedding'",
                 (table,),
             )
             embedding_columns = cur.fetchone()[0]
-            return rows, missing, embedding_columns
+            return rows, vectors, embedding_columns
     finally:
         conn.close()
 
@@ -1215,15 +1216,15 @@ async def test_a_table_made_before_vectors_is_upgraded_in_place(server_options) 
 
     name, options = server_options
     before = await asyncio.to_thread(_old_table, name, options)
-    # Several openers at once (each its own pool, as other processes): one adds the column.
+    # Several openers at once (each its own pool, as other processes): one adds the vectors' table.
     stores = [create(name, **options) for _ in range(3)]
     try:
         await asyncio.gather(*(s.open() for s in stores))
     finally:
         for s in stores:
             await s.close()
-    rows, missing, columns = await asyncio.to_thread(_read_back, name, options)
-    assert rows == before and missing == 3 and columns == 1  # nothing lost, the column is there
+    rows, vectors, columns = await asyncio.to_thread(_read_back, name, options)
+    assert rows == before and vectors == 0 and columns == 0  # nothing lost, the rows as they were
     embedder, seen = HashEmbedder(), []
     async with MemoryService(create(name, **options), embedder=embedder, progress=seen.append) as svc:
         assert seen[0] == EmbeddingProgress(0, 3) and seen[-1] == EmbeddingProgress(3, 3)
@@ -1231,8 +1232,78 @@ async def test_a_table_made_before_vectors_is_upgraded_in_place(server_options) 
         assert tea.memory.topics == ("drinks",) and cat.memory.participants == ("Miso",)
         [hit, *_] = await svc.store.vector_candidates(KEY, embedder.vector("User has a cat"), 5)
         assert hit.id == "m2" and hit.score == pytest.approx(1.0, abs=1e-5)
-    rows, missing, _ = await asyncio.to_thread(_read_back, name, options)
-    assert rows == before and missing == 0
+    rows, vectors, _ = await asyncio.to_thread(_read_back, name, options)
+    assert rows == before and vectors == 3
+
+
+async def _as_an_older_memchat_kept_them(store: Any, stale: str, lost: str) -> None:
+    """Turn ``store``'s tables into what a memchat that kept vectors in the rows leaves
+    when it opened them after this one (it adds its ``embedding`` column and fills it):
+    each vector in its row, the one of ``lost`` in neither place, and the one of ``stale``
+    beside the rows out of date (the older memchat rewrote it in the row since)."""
+    t, v = store.table, store.vector_table
+    blob = "BYTEA" if store.name == "postgres" else "BLOB"
+    async with store.engine.begin() as conn:
+        quote = conn.dialect.identifier_preparer
+        rows, beside = quote.format_table(t), quote.format_table(v)
+        same = " AND ".join(f"{beside}.{c} = {rows}.{c}" for c in ("app_name", "user_id", "memory_id"))
+        await conn.execute(sa.text(f"ALTER TABLE {rows} ADD COLUMN embedding {blob} NULL"))
+        await conn.execute(
+            sa.text(f"UPDATE {rows} SET embedding = (SELECT {beside}.embedding FROM {beside} WHERE {same})")
+        )
+        await conn.execute(sa.text(f"UPDATE {rows} SET embedding = NULL WHERE memory_id = :id"), {"id": lost})
+        await conn.execute(sa.text(f"DELETE FROM {beside} WHERE memory_id = :id"), {"id": lost})
+        value = np.ones(store.dimension, dtype="<f4").tobytes()
+        if store.name.startswith("mysql"):  # aiomysql cannot send bytes: hex, as the store sends them
+            stmt = f"UPDATE {beside} SET embedding = UNHEX(:stale) WHERE memory_id = :id"
+            await conn.execute(sa.text(stmt), {"stale": value.hex(), "id": stale})
+        else:
+            stmt = f"UPDATE {beside} SET embedding = :stale WHERE memory_id = :id"
+            await conn.execute(sa.text(stmt), {"stale": value, "id": stale})
+
+
+@pytest.mark.parametrize("name", ["sqlite", "mysql", "mysqlvec", "postgres"])
+async def test_vectors_an_older_memchat_kept_in_the_rows_move_beside_them(name: str, tmp_path: Path) -> None:
+    """Upgrade (and downgrade and upgrade again) in place: the rows' vectors move to
+    the table beside them on open, the column goes, nothing is lost or re-embedded
+    but the one vector that was nowhere, and the row's vector wins over a stale one."""
+    from memchat.engine.vectors import EmbeddingProgress
+    from tests.conformance.test_vectors import HashEmbedder
+
+    options = dict(HARNESSES[name](tmp_path).options)
+    texts = ["User likes green tea", "User has a cat", "User lived in Paris"]
+    embedder = HashEmbedder()
+    async with MemoryService(create(name, **options), limit=0, embedder=embedder, soft_delete=True) as svc:
+        tea, cat, paris = [(await svc.add(KEY, text)).id for text in texts]
+        await svc.delete(KEY, paris)  # a tombstone keeps its vector
+        rows = await svc.store.list(KEY, include_deleted=True)
+        vectors = await svc.store.vectors(KEY, [tea, cat, paris])
+        await _as_an_older_memchat_kept_them(svc.store, stale=tea, lost=cat)
+    # Several openers at once (each its own pool, as other processes): one moves them.
+    stores = [create(name, **options) for _ in range(3)]
+    try:
+        await asyncio.gather(*(s.open() for s in stores))
+        columns = await stores[0]._read("reading", stores[0]._columns)
+        assert "embedding" not in columns
+        assert await stores[0].list(KEY, include_deleted=True) == rows
+        moved = await stores[0].vectors(KEY, [tea, cat, paris])
+        assert moved == {tea: vectors[tea], paris: vectors[paris]}  # the row's vector, not the stale one
+    finally:
+        for s in stores:
+            await s.close()
+    embedder, seen = HashEmbedder(), []
+    async with MemoryService(
+        create(name, **options), embedder=embedder, progress=seen.append, soft_delete=True
+    ) as svc:
+        assert embedder.calls == [["User has a cat"]]  # only the vector that was nowhere
+        assert seen[-1] == EmbeddingProgress(1, 1)
+        assert await svc.store.vectors(KEY, [tea, cat, paris]) == vectors
+        [hit, *_] = await svc.store.vector_candidates(KEY, embedder.vector("User has a cat"), 5)
+        assert hit.id == cat and hit.score == pytest.approx(1.0, abs=1e-5)
+        assert await svc.store.list(KEY, include_deleted=True) == rows
+        await svc.restore(KEY, paris)  # with the vector it had
+        [hit, *_] = await svc.store.vector_candidates(KEY, embedder.vector("User lived in Paris"), 5)
+        assert hit.id == paris and hit.score == pytest.approx(1.0, abs=1e-5)
 
 
 def test_a_program_outside_pytest_drops_the_tables_the_harness_gave_it(tmp_path: Path) -> None:

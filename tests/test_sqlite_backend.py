@@ -118,16 +118,17 @@ async def test_a_database_made_before_vectors_is_upgraded_in_place(tmp_path) -> 
         conn.executescript(OLD_SCHEMA.format(t="memories"))
         conn.executemany(f"INSERT INTO memories VALUES ({', '.join('?' * 12)})", OLD_ROWS)
     before = sorted(sqlite3.connect(path).execute("SELECT * FROM memories").fetchall())
-    # Two processes' worth of stores opening the old file at once: one adds the column.
+    # Two processes' worth of stores opening the old file at once: one adds the vectors' table.
     stores = [create("sqlite", dsn=str(path)) for _ in range(3)]
     await asyncio.gather(*(s.open() for s in stores))
     for s in stores:
         await s.close()
     with sqlite3.connect(path) as conn:
         columns = [row[1] for row in conn.execute("PRAGMA table_info(memories)")]
-        assert columns[-1] == "embedding" and columns.count("embedding") == 1
+        assert "embedding" not in columns  # the vectors go beside the rows
+        assert conn.execute("SELECT count(*) FROM memories_vectors").fetchone() == (0,)
         # Nothing lost: every old column of every row as it was.
-        assert sorted(row[:12] for row in conn.execute("SELECT * FROM memories")) == before
+        assert sorted(conn.execute("SELECT * FROM memories")) == before
     embedder, seen = HashEmbedder(), []
     async with MemoryService(create("sqlite", dsn=str(path)), embedder=embedder, progress=seen.append) as svc:
         assert seen[0] == EmbeddingProgress(0, 4) and seen[-1] == EmbeddingProgress(4, 4)
@@ -136,8 +137,8 @@ async def test_a_database_made_before_vectors_is_upgraded_in_place(tmp_path) -> 
         hits = await svc.store.vector_candidates(KEY, embedder.vector("User has a cat"), 5)
         assert hits[0].id == "m2" and hits[0].score == pytest.approx(1.0, abs=1e-5)
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT count(*) FROM memories WHERE embedding IS NULL").fetchone() == (0,)
-        assert sorted(row[:12] for row in conn.execute("SELECT * FROM memories")) == before
+        assert conn.execute("SELECT count(*) FROM memories_vectors").fetchone() == (4,)
+        assert sorted(conn.execute("SELECT * FROM memories")) == before
 
 
 async def test_the_vector_cache_signature_does_not_overflow(tmp_path) -> None:

@@ -43,8 +43,7 @@ def _drop_mysql(tables: list[str]) -> None:
     import pymysql
 
     from backends.mysql import lock_table_name, parse_dsn
-    from backends.sql import short_identifier
-    from backends.sql_index import TABLE_SUFFIXES
+    from backends.sql import TABLE_SUFFIXES, short_identifier
 
     args = {**parse_dsn(MYSQL_DSN).connect_args()}
     args["database"] = args.pop("db")
@@ -216,7 +215,7 @@ async def test_mysqlvec_on_mariadb_10_stores_float32_blobs(mysql_table) -> None:
             args = parse_dsn(MYSQL_DSN).connect_args()
             args["database"] = args.pop("db")
             with pymysql.connect(**args) as conn, conn.cursor() as cur:
-                cur.execute(f"SELECT embedding FROM `{table}` WHERE memory_id = 'm'")
+                cur.execute(f"SELECT embedding FROM `{table}_vectors` WHERE memory_id = 'm'")
                 [(blob,)] = cur.fetchall()
             assert len(blob) == 32
             assert struct.unpack("<8f", blob)[:2] == pytest.approx(tuple(contract.vec(1, 1)[:2]))

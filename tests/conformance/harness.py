@@ -277,10 +277,10 @@ def _sql_cleanup() -> None:
             conn = _sql_connect(name, module.parse_dsn(dsn))
             try:
                 with conn.cursor() as cur:
-                    # Each memories table has its keyword index's tables beside it
-                    # (backends/sql_index.py; "_terms" is the index's version 1).
+                    # Each memories table has its vectors' and its keyword index's
+                    # tables beside it (backends/sql.py, TABLE_SUFFIXES).
+                    from backends.sql import TABLE_SUFFIXES as suffixes
                     from backends.sql import short_identifier
-                    from backends.sql_index import TABLE_SUFFIXES as suffixes
 
                     beside = [short_identifier(f"{t}{suffix}") for t in tables for suffix in suffixes]
                     if name in ("mysql", "mysqlvec"):
