@@ -163,11 +163,12 @@ class SQLStore(SQLTables):
     async def _move_vectors_beside(self, conn: AsyncConnection) -> None:
         """Move the vectors of a memories table made by a memchat that kept them in the
         rows (an ``embedding`` column) into the vectors table, then drop the column,
-        rebuilding the table so its rows shrink. A vector already beside is replaced by
-        the row's (an older memchat may have written it since), so running this again
-        after an interruption, or after an older memchat added the column back and
-        wrote to it, loses nothing. Call it where table creation is serialised against
-        other processes."""
+        rebuilding the table so its rows shrink. While the column is there the rows are
+        the truth: an older memchat that opened the table after this one added it back
+        and wrote (or cleared, for another embedder) the vectors there, so the vectors
+        table becomes exactly the rows' vectors, and a memory without one in its row
+        is embedded again. Running this again after an interruption loses nothing.
+        Call it where table creation is serialised against other processes."""
         v = self.vector_table
         if v is None or self.vectors_in_row or "embedding" not in await self._columns(conn):
             return
@@ -179,7 +180,6 @@ class SQLStore(SQLTables):
             sa.Column("embedding", v.c.embedding.type),
             schema=t.schema,
         )
-        same = sa.and_(*(v.c[name] == old.c[name] for name in ("app_name", "user_id", "memory_id")))
         moved = sa.select(old.c.app_name, old.c.user_id, old.c.memory_id, old.c.embedding).where(
             old.c.embedding.is_not(None)
         )
@@ -187,7 +187,7 @@ class SQLStore(SQLTables):
         total = int((await conn.execute(count)).scalar_one())
         if total:
             await report_progress(self.progress, IndexingProgress(0, total))
-        await conn.execute(sa.delete(v).where(sa.exists().where(same, old.c.embedding.is_not(None))))
+        await conn.execute(sa.delete(v))
         await conn.execute(sa.insert(v).from_select(["app_name", "user_id", "memory_id", "embedding"], moved))
         table = conn.dialect.identifier_preparer.format_table(t)
         await conn.execute(sa.text(self._drop_embedding_column(table)))

@@ -1239,8 +1239,8 @@ async def test_a_table_made_before_vectors_is_upgraded_in_place(server_options) 
 async def _as_an_older_memchat_kept_them(store: Any, stale: str, lost: str) -> None:
     """Turn ``store``'s tables into what a memchat that kept vectors in the rows leaves
     when it opened them after this one (it adds its ``embedding`` column and fills it):
-    each vector in its row, the one of ``lost`` in neither place, and the one of ``stale``
-    beside the rows out of date (the older memchat rewrote it in the row since)."""
+    each vector in its row but the one of ``lost`` (cleared, or not written yet), and
+    the one of ``stale`` out of date beside the rows (rewritten in the row since)."""
     t, v = store.table, store.vector_table
     blob = "BYTEA" if store.name == "postgres" else "BLOB"
     async with store.engine.begin() as conn:
@@ -1252,7 +1252,6 @@ async def _as_an_older_memchat_kept_them(store: Any, stale: str, lost: str) -> N
             sa.text(f"UPDATE {rows} SET embedding = (SELECT {beside}.embedding FROM {beside} WHERE {same})")
         )
         await conn.execute(sa.text(f"UPDATE {rows} SET embedding = NULL WHERE memory_id = :id"), {"id": lost})
-        await conn.execute(sa.text(f"DELETE FROM {beside} WHERE memory_id = :id"), {"id": lost})
         value = np.ones(store.dimension, dtype="<f4").tobytes()
         if store.name.startswith("mysql"):  # aiomysql cannot send bytes: hex, as the store sends them
             stmt = f"UPDATE {beside} SET embedding = UNHEX(:stale) WHERE memory_id = :id"
@@ -1265,8 +1264,9 @@ async def _as_an_older_memchat_kept_them(store: Any, stale: str, lost: str) -> N
 @pytest.mark.parametrize("name", ["sqlite", "mysql", "mysqlvec", "postgres"])
 async def test_vectors_an_older_memchat_kept_in_the_rows_move_beside_them(name: str, tmp_path: Path) -> None:
     """Upgrade (and downgrade and upgrade again) in place: the rows' vectors move to
-    the table beside them on open, the column goes, nothing is lost or re-embedded
-    but the one vector that was nowhere, and the row's vector wins over a stale one."""
+    the table beside them on open and the column goes. The rows are the truth: the
+    row's vector wins over a stale one beside them, a memory whose row has none is
+    embedded again, and nothing else is lost or embedded again."""
     from memchat.engine.vectors import EmbeddingProgress
     from tests.conformance.test_vectors import HashEmbedder
 
@@ -1295,7 +1295,7 @@ async def test_vectors_an_older_memchat_kept_in_the_rows_move_beside_them(name: 
     async with MemoryService(
         create(name, **options), embedder=embedder, progress=seen.append, soft_delete=True
     ) as svc:
-        assert embedder.calls == [["User has a cat"]]  # only the vector that was nowhere
+        assert embedder.calls == [["User has a cat"]]  # only the one its row did not hold
         assert seen[-1] == EmbeddingProgress(1, 1)
         assert await svc.store.vectors(KEY, [tea, cat, paris]) == vectors
         [hit, *_] = await svc.store.vector_candidates(KEY, embedder.vector("User has a cat"), 5)
