@@ -19,6 +19,8 @@ _TABLE_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 #: The table of small per-store records (``read_meta`` / ``write_meta``), shared by every memories table.
 META_TABLE = "memchat_meta"
+#: The columns that name one memory, in the memories table and every table keyed like it.
+MEMORY_KEY = ("app_name", "user_id", "memory_id")
 #: The table beside a memories table ``<name>`` that holds its vectors: ``<name>_vectors``.
 VECTORS_SUFFIX = "_vectors"
 

@@ -19,6 +19,7 @@ from ._cache import DecodeCache
 from ._sql_calls import SQLCalls
 from ._sql_entries import VersionedEntries
 from ._sql_schema import (
+    MEMORY_KEY,
     check_dimension,
     json_list,
     memories_table,
@@ -124,7 +125,7 @@ class SQLTables(SQLCalls):
         raise NotImplementedError
 
     def _upsert(self, row: dict[str, Any]) -> sa.Executable:
-        return self._upsert_into(self.table, row, ("app_name", "user_id", "memory_id"))
+        return self._upsert_into(self.table, row, MEMORY_KEY)
 
     def _blob_type(self) -> sa.types.TypeEngine:
         """The column type of a float32 vector (BLOB; BYTEA on PostgreSQL)."""
@@ -157,7 +158,7 @@ class SQLTables(SQLCalls):
             if change.vector is not None:  # None: the stored vector stays
                 row = {"app_name": key.app, "user_id": key.user, "memory_id": change.memory_id}
                 row["embedding"] = self._encode(change.vector)
-                await conn.execute(self._upsert_into(v, row, ("app_name", "user_id", "memory_id")))
+                await conn.execute(self._upsert_into(v, row, MEMORY_KEY))
         elif change.kind == "remove":
             await conn.execute(sa.delete(v).where(scope, v.c.memory_id == change.memory_id))
         elif change.kind == "remove_user":

@@ -51,6 +51,7 @@ from memchat.engine.search.index import KeywordStats
 from memchat.engine.vectors import IndexingProgress, report_progress
 
 from ._sql_schema import (
+    MEMORY_KEY,
     META_TABLE,
     VECTORS_SUFFIX,
     event_time_index,
@@ -122,8 +123,9 @@ class SQLStore(SQLTables):
             return existed
 
         if await conn.run_sync(create):
-            await self._ensure_embedding_column(conn)
-            await self._move_vectors_beside(conn)
+            columns = await self._columns(conn)
+            await self._ensure_embedding_column(conn, columns)
+            await self._move_vectors_beside(conn, columns)
             await self._ensure_indexes(conn)
 
     async def _ensure_indexes(self, conn: AsyncConnection) -> None:
@@ -149,18 +151,18 @@ class SQLStore(SQLTables):
 
         return await conn.run_sync(columns)
 
-    async def _ensure_embedding_column(self, conn: AsyncConnection) -> None:
+    async def _ensure_embedding_column(self, conn: AsyncConnection, columns: set[str]) -> None:
         """Add the ``embedding`` column to a table made before vectors existed, for a
         store that keeps its vectors in the row (mysqlvec on a server with a vector
         type). Call it where table creation is serialised against other processes."""
-        if not (self.blob_vectors and self.vectors_in_row) or "embedding" in await self._columns(conn):
+        if not (self.blob_vectors and self.vectors_in_row) or "embedding" in columns:
             return
         t = self.table
         spec = t.c.embedding.type.compile(dialect=conn.dialect)
         table = conn.dialect.identifier_preparer.format_table(t)
         await conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN embedding {spec} NULL"))
 
-    async def _move_vectors_beside(self, conn: AsyncConnection) -> None:
+    async def _move_vectors_beside(self, conn: AsyncConnection, columns: set[str]) -> None:
         """Move the vectors of a memories table made by a memchat that kept them in the
         rows (an ``embedding`` column) into the vectors table, then drop the column,
         rebuilding the table so its rows shrink. While the column is there the rows are
@@ -170,13 +172,13 @@ class SQLStore(SQLTables):
         is embedded again. Running this again after an interruption loses nothing.
         Call it where table creation is serialised against other processes."""
         v = self.vector_table
-        if v is None or self.vectors_in_row or "embedding" not in await self._columns(conn):
+        if v is None or self.vectors_in_row or "embedding" not in columns:
             return
         t = self.table
         old = sa.Table(
             t.name,
             sa.MetaData(),
-            *(sa.Column(name, t.c[name].type) for name in ("app_name", "user_id", "memory_id")),
+            *(sa.Column(name, t.c[name].type) for name in MEMORY_KEY),
             sa.Column("embedding", v.c.embedding.type),
             schema=t.schema,
         )
@@ -408,7 +410,7 @@ class SQLStore(SQLTables):
         t, v = self.table, self._vector_holder()
         if v is t:
             return t
-        return t.join(v, sa.and_(*(t.c[name] == v.c[name] for name in ("app_name", "user_id", "memory_id"))))
+        return t.join(v, sa.and_(*(t.c[name] == v.c[name] for name in MEMORY_KEY)))
 
     def _with_vector(self, key: UserKey) -> sa.ColumnElement[bool]:
         """The user's active memories that have a vector (from ``_with_vectors``)."""
@@ -541,7 +543,7 @@ class SQLStore(SQLTables):
         t, v = self.table, self._vector_holder()
         if v is t:
             return t.c.embedding.is_(None)
-        return ~sa.exists().where(*(v.c[name] == t.c[name] for name in ("app_name", "user_id", "memory_id")))
+        return ~sa.exists().where(*(v.c[name] == t.c[name] for name in MEMORY_KEY))
 
     async def entries_missing_vectors(self, limit: int) -> list[Entry]:
         """Entries of any user, tombstones included, that have no vector: at
