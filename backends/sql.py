@@ -123,7 +123,8 @@ class SQLStore(SQLTables):
             return existed
 
         if await conn.run_sync(create):
-            columns = await self._columns(conn)
+            # Only a store ranking BLOB vectors has an embedding column to look after.
+            columns = await self._columns(conn) if self.blob_vectors else set()
             await self._ensure_embedding_column(conn, columns)
             await self._move_vectors_beside(conn, columns)
             await self._ensure_indexes(conn)
