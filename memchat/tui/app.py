@@ -42,6 +42,7 @@ from textual.screen import ModalScreen, Screen
 from memchat.agent.commands import ACTIONS, Action, Command, parse_command
 from memchat.safe_text import one_line
 
+from . import gc_pause
 from .actions import CHAT_ACTIONS, QUITTING_ACTIONS, help_note, key_bindings, palette_help
 from .banner import ready_banner
 from .memory_actions import MemoryActions
@@ -262,6 +263,7 @@ class MemchatApp(SessionActions, MemoryActions, Toggles, App[int]):
             self._queued = None
 
     async def on_unmount(self) -> None:
+        gc_pause.end()
         if self._stop_listening is not None:
             self._stop_listening()
             self._stop_listening = None

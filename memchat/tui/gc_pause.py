@@ -71,6 +71,20 @@ def resume() -> None:
     gc.collect()
 
 
+def end() -> None:
+    """The app is closing: full collections run again at once. A resume still
+    waiting on the app's event loop would never run once the loop is gone, and
+    the threshold would stay out of reach for whatever the process does next."""
+    global _holders, _saved, _resume
+    if _resume is not None:
+        _resume.cancel()
+        _resume = None
+    _holders = 0
+    if _saved is not None:
+        gc.set_threshold(*_saved)
+        _saved = None
+
+
 def holders() -> int:
     """How many streams hold the pause (for tests)."""
     return _holders

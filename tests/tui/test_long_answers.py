@@ -106,3 +106,22 @@ async def test_full_garbage_collections_wait_while_an_answer_streams() -> None:
         assert gc_pause.holders() == 0
         await wait_until(pilot, lambda: not gc_pause.paused(), what="full collections to resume")
         assert gc.get_threshold() == before
+
+
+async def test_full_garbage_collections_resume_when_the_app_closes_right_after_an_answer() -> None:
+    """Quitting within a second of an answer's end (the idle before collections
+    resume) leaves the process collecting as before: the resume waiting on the
+    app's event loop would never run once the loop is gone."""
+    import gc
+
+    from memchat.tui import gc_pause
+
+    before = gc.get_threshold()
+    model = ScriptedModel([Step("a short answer")])
+    app = MemchatApp(make_settings(), runner_factory=runner_factory(lambda: model), cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await say(pilot, "hello")
+        assert gc_pause.paused()  # the answer ended under a second ago
+    assert not gc_pause.paused() and gc_pause.holders() == 0
+    assert gc.get_threshold() == before
