@@ -920,10 +920,14 @@ async def test_searches_rank_exactly_from_the_kept_vectors_and_follow_every_writ
     assert calls == {"query": 1, "vectors read": 1}
 
     # Another store object's write: the version moved, so the server is asked again.
-    await contract.put_all(other, key, [(contract.entry(key, "m98", "memory m98", 98), q)])
-    vectors["m98"] = q
+    # Near q, not q itself: CI once saw this query miss m98 when it was an exact twin
+    # of m99 (2026-12-04; not seen again in 40 runs under load). The server's HNSW
+    # index is approximate, and exact twins are where it is least sure.
+    near = contract.vec(1, 0.5, 0.2, 1, 0.12)
+    await contract.put_all(other, key, [(contract.entry(key, "m98", "memory m98", 98), near)])
+    vectors["m98"] = near
     assert (
-        contract.ids(await store.vector_candidates(key, q, 3)) == exact(3)[:3] == ["m98", "m99", exact(3)[2]]
+        contract.ids(await store.vector_candidates(key, q, 3)) == exact(3)[:3] == ["m99", "m98", exact(3)[2]]
     )
     assert calls["query"] == 2
     await settled()
