@@ -207,6 +207,9 @@ ENGLISH = [
     ask("What instrument do I play?", "instrument", ("cello",), ("Lisbon", "peanuts")),
     ask("Do I have pets?", "pet", ("Rex",), ("Lisbon", "cello")),
     ask("What's my dog's name?", "dog", ("Rex",), ("Lisbon", "cello")),
+    # Elliptical questions: in a chat about the user, "any pets?" asks about the user's.
+    ask("any pets?", "pets", ("Rex",), ("Lisbon", "cello")),
+    ask("Any allergies?", "allergies", ("peanuts",), ("Lisbon", "cello")),
     ask("What music do I like?", "music", ("jazz",), ("Lisbon", "peanuts")),
     ask("What's my sister's name?", "sister", ("Marta",), ("Lisbon", "cello")),
     ask("When was I born?", "born", ("1990",), ("Lisbon", "cello")),
@@ -276,6 +279,8 @@ ENGLISH = [
     nothing("Can you help me write an email?"),
     nothing("I think so"),
     nothing("What time is it?"),
+    nothing("Any ideas for dinner tonight?"),
+    nothing("any news?"),
     nothing("I'm not sure"),
     nothing("I don't know, I think so"),
     nothing("I have a question"),

@@ -129,6 +129,14 @@ EN_ASKS = re.compile(
 )
 #: A question is about the user when it says "I"/"my", or "about me"/"remind me".
 ABOUT_ME = re.compile(r"\b(?:i|my|mine|myself|i'm)\b|\babout\s+me\b|\bremind\s+me\b|我", re.I)
+#: A short elliptical question about the user's things ("any pets?", "Any allergies?"):
+#: in a chat about the user, "any" asks after theirs; not a request for the
+#: assistant's own output ("any ideas for dinner?", "any news?").
+EN_ELLIPTICAL = re.compile(
+    r"^any\s+(?!(?:ideas?|suggestions?|tips?|advice|news|updates?|questions?|thoughts?|recommendations?|help)\b)"
+    r"[a-z'-]+(?:\s+[a-z'-]+){0,2}\s*\?$",
+    re.I,
+)
 #: Words of an English question that carry no content.
 EN_FILLER = frozenset({
     "what", "what's", "whats", "who", "who's", "whom", "where", "where's", "which", "when", "when's", "how",

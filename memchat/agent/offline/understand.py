@@ -367,7 +367,7 @@ def question_query(text: str) -> str | None:
             return ""
         return _question_content(stripped, True)
     asks = stripped.endswith("?") or bool(r.EN_ASKS.search(stripped))
-    if not asks or not r.ABOUT_ME.search(stripped):
+    if not asks or not (r.ABOUT_ME.search(stripped) or r.EN_ELLIPTICAL.match(stripped)):
         return None
     if r.EN_LOAD.search(stripped):
         return ""
