@@ -52,7 +52,7 @@ from memchat.engine.search.index import INDEX_VERSION, IndexRecord, index_record
 
 from . import _chroma_newest as newest_list
 from ._chroma_postings import MAX_POSTINGS, ShardCache, Slots, UserShards
-from ._chroma_records import chunks
+from ._chroma_records import chunks, pages
 from ._chroma_shards import (
     SPLIT_AT,
     TermPostings,
@@ -318,13 +318,9 @@ class ChromaKeywordIndex:
         times, the commonest first (their roots, a page at a time)."""
         where = {"$and": [*_user(key)["$and"], {"kind": "term"}, {"level": {"$gte": WARM_FROM_LEVEL}}]}
         found: list[tuple[str, int]] = []
-        offset = 0
-        while True:
-            page = self.collection.get(where=where, include=["metadatas"], limit=_BATCH, offset=offset)
+        for page in pages(self.collection, where, ["metadatas"], _BATCH):
             found += [(str(meta["term"]), int(meta["level"])) for meta in page["metadatas"] or [] if meta]
-            if len(page["ids"]) < _BATCH:
-                return sorted(found, key=lambda item: (-item[1], item[0]))
-            offset += _BATCH
+        return sorted(found, key=lambda item: (-item[1], item[0]))
 
     def stats(self, key: UserKey) -> UserStats | None:
         return self._roots(key, ())[0]
@@ -332,16 +328,11 @@ class ChromaKeywordIndex:
     def every_stats(self) -> dict[UserKey, UserStats]:
         """Every user's statistics record (what opening checks against the memories)."""
         found: dict[UserKey, UserStats] = {}
-        offset = 0
-        while True:
-            page = self.collection.get(
-                where={"kind": "stats"}, include=["metadatas"], limit=_BATCH, offset=offset
-            )
+        for page in pages(self.collection, {"kind": "stats"}, ["metadatas"], _BATCH):
             for meta in page["metadatas"] or []:
-                found[UserKey(str(meta["app_name"]), str(meta["user_id"]))] = UserStats.of(meta)
-            if len(page["ids"]) < _BATCH:
-                return found
-            offset += _BATCH
+                if meta:
+                    found[UserKey(str(meta["app_name"]), str(meta["user_id"]))] = UserStats.of(meta)
+        return found
 
     def _user_records(self, key: UserKey) -> tuple[list[str], list[dict[str, Any]]]:
         """The IDs and metadata of every index record of the user, a page at a time: in
@@ -349,14 +340,10 @@ class ChromaKeywordIndex:
         server fail with "too many SQL variables"."""
         ids: list[str] = []
         metadatas: list[dict[str, Any]] = []
-        offset = 0
-        while True:
-            page = self.collection.get(where=_user(key), include=["metadatas"], limit=_BATCH, offset=offset)
+        for page in pages(self.collection, _user(key), ["metadatas"], _BATCH):
             ids += page["ids"]
             metadatas += [dict(meta or {}) for meta in page["metadatas"] or [{}] * len(page["ids"])]
-            if len(page["ids"]) < _BATCH:
-                return ids, metadatas
-            offset += _BATCH
+        return ids, metadatas
 
     # -- writes --------------------------------------------------------------
 

@@ -98,6 +98,29 @@ def chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
         yield items[i : i + size]
 
 
+def pages(
+    collection: Any, where: Mapping[str, Any], include: list[str], size: int, stopped: Any = None
+) -> Iterator[dict[str, Any]]:
+    """Every record matching ``where``, ``size`` at a time (``get`` answers, with
+    ``include``), until done or ``stopped`` (a ``threading.Event``) is set.
+
+    The IDs first, in one request, then the records by ID: paging the filtered
+    query by offset makes the server walk every record before the page again,
+    so reading 10k records took 2.4 s in 500s by offset against 1.1 s by ID,
+    and a page at offset 50,000 took 254 ms against 92 (a kept 100k collection,
+    benchmarks/README.md "Twenty-fifth session"). All the IDs of 100k records
+    come back in one request in 0.3-0.6 s."""
+    ids = collection.get(where=where, include=[])["ids"]
+    if not include:
+        for batch in chunks(ids, size):
+            yield {"ids": list(batch)}
+        return
+    for batch in chunks(ids, size):
+        if stopped is not None and stopped.is_set():
+            return
+        yield collection.get(ids=list(batch), include=include)
+
+
 def fingerprint(entry: Entry) -> tuple[Any, ...]:
     """What a record must read back as: every stored field, times in microseconds."""
     m = entry.memory

@@ -35,7 +35,16 @@ from ._chroma_index import (
     ranker,
     read_in_place,
 )
-from ._chroma_records import DENSE_KEY, chunks, dense_filter, dense_tag, record_entry, record_id, user_filter
+from ._chroma_records import (
+    DENSE_KEY,
+    chunks,
+    dense_filter,
+    dense_tag,
+    pages,
+    record_entry,
+    record_id,
+    user_filter,
+)
 from ._vectors import check_query
 
 if TYPE_CHECKING:
@@ -546,17 +555,10 @@ def searchable_records(
     include = ["embeddings", "documents", "metadatas"] if whole else ["embeddings"]
     vectors: dict[str, Sequence[float]] = {}
     entries: dict[str, Entry] = {}
-    offset = 0
-    while stopped is None or not stopped.is_set():
-        found = collection.get(
-            where=dense_filter(key), include=include, limit=VECTOR_PAGE_SIZE, offset=offset
-        )
+    for found in pages(collection, dense_filter(key), include, VECTOR_PAGE_SIZE, stopped):
         ids = found["ids"]
         vectors.update(zip(ids, found["embeddings"], strict=True))
         if whole:
             records = zip(ids, found["documents"], found["metadatas"], strict=True)
             entries.update((rid, record_entry(document, meta)) for rid, document, meta in records)
-        if len(ids) < VECTOR_PAGE_SIZE:
-            break
-        offset += VECTOR_PAGE_SIZE
     return vectors, entries

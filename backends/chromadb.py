@@ -86,6 +86,7 @@ from ._chroma_records import (
     MARK_META,
     chunks,
     fingerprint,
+    pages,
     record_entry,
     record_id,
     record_metadata,
@@ -358,17 +359,13 @@ class ChromaStore(ChromaSearch):
 
         def fetch() -> list[tuple[str, Any, Any]]:
             found: dict[str, tuple[str, Any, Any]] = {}
-            offset = 0
-            while True:
-                page = collection.get(where=where, include=include, limit=PAGE_SIZE, offset=offset)
+            for page in pages(collection, where, include, PAGE_SIZE):
                 ids = page["ids"]
                 documents = page.get("documents") or [None] * len(ids)
                 metadatas = page.get("metadatas") or [None] * len(ids)
                 for rid, document, meta in zip(ids, documents, metadatas, strict=True):
                     found[rid] = (rid, document, meta)
-                if len(ids) < PAGE_SIZE:
-                    return list(found.values())
-                offset += PAGE_SIZE
+            return list(found.values())
 
         return await self._read_call("reading", fetch)
 

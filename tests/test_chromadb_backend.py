@@ -861,11 +861,10 @@ async def test_searches_rank_exactly_from_the_kept_vectors_and_follow_every_writ
         return real_query(**kwargs)
 
     def get(**kwargs: Any) -> Any:
-        # The background read of the user's vectors (its filter is the searchable tag),
-        # not the exact ranking the store falls back to when the approximate answer is short.
-        calls["vectors read"] += "embeddings" in kwargs.get("include", []) and kwargs.get("where") == {
-            DENSE_KEY: dense_tag(key.app, key.user)
-        }
+        # The background read of the user's vectors starts by listing the IDs its
+        # filter (the searchable tag) matches; the exact ranking the store falls
+        # back to when the approximate answer is short filters otherwise.
+        calls["vectors read"] += kwargs.get("where") == {DENSE_KEY: dense_tag(key.app, key.user)}
         return real_get(**kwargs)
 
     collection.query, collection.get = query, get
@@ -965,7 +964,9 @@ async def test_listing_the_newest_reads_the_user_s_vectors_a_page_at_a_time(make
 
         def get(**kwargs: Any) -> Any:
             if kwargs.get("where") == {DENSE_KEY: dense_tag(key.app, key.user)}:
-                assert kwargs["limit"] == 4  # never the whole user in one response
+                assert kwargs["include"] == []  # the IDs alone, then their records by ID
+            elif "embeddings" in kwargs.get("include", []):
+                assert len(kwargs["ids"]) <= 4  # never the whole user in one response
                 calls["pages"] += 1
                 if gate is not None and calls["pages"] == 2:
                     assert gate.wait(10)
@@ -1022,7 +1023,9 @@ async def test_clearing_reads_the_user_s_index_records_a_page_at_a_time(make_sto
 
         def get(**kwargs: Any) -> Any:
             if "where" in kwargs:
-                pages.append(kwargs.get("limit"))
+                assert kwargs["include"] == []  # the IDs alone, then their records by ID
+            else:
+                pages.append(len(kwargs["ids"]))
             return real_get(**kwargs)
 
         index.get = get
@@ -1030,7 +1033,7 @@ async def test_clearing_reads_the_user_s_index_records_a_page_at_a_time(make_sto
             assert await svc.clear(contract.KEY) == 3
         finally:
             index.get = real_get
-        assert pages and all(limit is not None and limit <= 2 for limit in pages)
+        assert pages and all(size <= 2 for size in pages)
         left = real_get(where={"app_name": contract.KEY.app}, include=["metadatas"])
         assert [meta.get("kind") for meta in left["metadatas"]] == ["stats"]  # no term's record is left
         assert await _keyword(svc, "cello") == []
