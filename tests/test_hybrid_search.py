@@ -4,10 +4,13 @@ embedder. The fusion is the same code for every vector backend."""
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+import numpy as np
 import pytest
 
 from memchat.engine import MemoryService, Metadata, SearchOptions, UserKey
@@ -357,3 +360,53 @@ def test_query_pieces_every_candidate_matches_count_less() -> None:
     assert weighted["m2"] > weighted["m1"]  # m2 matches the piece few candidates match
     assert all(0 <= v <= 1 for v in weighted.values())
     assert S.weighted_piece_means({"x": 0.5}) == {"x": 0.5}
+
+
+PEOPLE = ["Anna", "Bruno", "Chen", "Dara", "Emil", "Fatima", "Goran", "Hana", "Ivo", "Jun", "Kemal", "Lena"]
+DOINGS = [
+    "goes hiking in the mountains on weekends", "plays chess at the club on Tuesdays",
+    "bakes sourdough bread for the neighbours", "is learning to play the cello",
+    "runs a small bicycle repair shop", "collects old vinyl jazz records",
+    "volunteers at the animal shelter", "paints watercolour landscapes",
+    "swims in the lake every morning", "writes short stories about the sea",
+    "grows tomatoes and basil on the balcony", "teaches Spanish to teenagers",
+    "travels to Japan every spring", "restores antique furniture",
+]  # fmt: skip
+
+
+class TextHashEmbedder:
+    """A vector drawn from each whole text's hash: nearness unrelated to the words,
+    so many keyword holders lie beyond the nearest 100."""
+
+    name, dimension = "text-hash", 32
+
+    async def embed(self, texts: Any) -> list[list[float]]:
+        vectors = []
+        for text in texts:
+            rng = np.random.default_rng(int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big"))
+            vector = rng.standard_normal(self.dimension)
+            vector[0] += 6.0  # every cosine positive (about 0.9), as a real model's are
+            vectors.append((vector / np.linalg.norm(vector)).tolist())
+        return vectors
+
+
+async def test_the_best_results_do_not_depend_on_how_many_are_asked_for() -> None:
+    """The memory panel's filter asks for 200 results, the memory_search tool for
+    10: their first ten are the same memories with the same scores. A search reads
+    5 nearest per result asked (at least 100), and only the nearest 100 may shape
+    the ranking: when every depth read did, a keyword holder beyond the nearest 100
+    scored otherwise, and the two disagreed on the top 3 of 42 of 760 LoCoMo questions."""
+    from backends import create
+
+    service = MemoryService(create("inmemory"), limit=0, embedder=TextHashEmbedder())
+    async with service:
+        key = UserKey("app", "many")
+        for person in PEOPLE:
+            for doing in DOINGS:
+                await service.add(key, f"{person} {doing}")
+        queries = ("Anna's hobbies", "hiking with Bruno", "who plays music on Tuesdays?", "Lena in Japan")
+        for query in queries:
+            few = await service.search(key, query, SearchOptions(max_results=10))
+            many = await service.search(key, query, SearchOptions(max_results=200))
+            assert len(many) > len(few) == 10
+            assert [(e.id, round(e.score, 9)) for e in many[:10]] == [(e.id, round(e.score, 9)) for e in few]

@@ -438,6 +438,8 @@ class Retrieval:
             keyword_stats=keyword_stats,
             keyword_scores=keyword_scores,
             period_entries=in_periods,
+            # A filtered search reads every memory's cosine whatever its limit.
+            dense_view=None if self._filtered(options) else keyword.HYBRID_DENSE_DEPTH,
         )
         if embed_tokens is not None:
             targets = ranking.rerank_targets(options)
