@@ -111,14 +111,10 @@ def pages(
     benchmarks/README.md "Twenty-fifth session"). All the IDs of 100k records
     come back in one request in 0.3-0.6 s."""
     ids = collection.get(where=where, include=[])["ids"]
-    if not include:
-        for batch in chunks(ids, size):
-            yield {"ids": list(batch)}
-        return
     for batch in chunks(ids, size):
         if stopped is not None and stopped.is_set():
             return
-        yield collection.get(ids=list(batch), include=include)
+        yield collection.get(ids=list(batch), include=include) if include else {"ids": list(batch)}
 
 
 def fingerprint(entry: Entry) -> tuple[Any, ...]:

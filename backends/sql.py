@@ -183,7 +183,7 @@ class SQLStore(SQLTables):
             sa.Column("embedding", v.c.embedding.type),
             schema=t.schema,
         )
-        moved = sa.select(old.c.app_name, old.c.user_id, old.c.memory_id, old.c.embedding).where(
+        moved = sa.select(*(old.c[name] for name in (*MEMORY_KEY, "embedding"))).where(
             old.c.embedding.is_not(None)
         )
         count = sa.select(sa.func.count()).select_from(moved.subquery())
@@ -191,7 +191,7 @@ class SQLStore(SQLTables):
         if total:
             await report_progress(self.progress, IndexingProgress(0, total))
         await conn.execute(sa.delete(v))
-        await conn.execute(sa.insert(v).from_select(["app_name", "user_id", "memory_id", "embedding"], moved))
+        await conn.execute(sa.insert(v).from_select([*MEMORY_KEY, "embedding"], moved))
         table = conn.dialect.identifier_preparer.format_table(t)
         await conn.execute(sa.text(self._drop_embedding_column(table)))
         self._vectors_moved = True

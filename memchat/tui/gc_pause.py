@@ -62,27 +62,32 @@ def release() -> None:
 
 def resume() -> None:
     """Full collections run again, starting with one now."""
-    global _saved, _resume
+    global _resume
     _resume = None
-    if _holders or _saved is None:
-        return
-    gc.set_threshold(*_saved)
-    _saved = None
-    gc.collect()
+    if not _holders and _restore():
+        gc.collect()
 
 
 def end() -> None:
     """The app is closing: full collections run again at once. A resume still
     waiting on the app's event loop would never run once the loop is gone, and
     the threshold would stay out of reach for whatever the process does next."""
-    global _holders, _saved, _resume
+    global _holders, _resume
     if _resume is not None:
         _resume.cancel()
         _resume = None
     _holders = 0
-    if _saved is not None:
-        gc.set_threshold(*_saved)
-        _saved = None
+    _restore()
+
+
+def _restore() -> bool:
+    """The saved threshold back, if a pause saved one."""
+    global _saved
+    if _saved is None:
+        return False
+    gc.set_threshold(*_saved)
+    _saved = None
+    return True
 
 
 def holders() -> int:

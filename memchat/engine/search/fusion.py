@@ -289,10 +289,14 @@ class HybridRanking:
             dense_complete = False  # as a search of that depth sees it
         self.dense: dict[str, float] = {}
         self.cosine: dict[str, float] = {}
-        for entry in nearest:
-            if entry.id and entry.id not in self.dense:
-                self.cosine[entry.id] = float(entry.score)
-                self.dense[entry.id] = calibration.relevance(float(entry.score))
+
+        def take(entries: Iterable[Entry]) -> None:
+            for entry in entries:
+                if entry.id and entry.id not in self.dense:
+                    self.cosine[entry.id] = float(entry.score)
+                    self.dense[entry.id] = calibration.relevance(float(entry.score))
+
+        take(nearest)
         size = max(collection_size or 0, len(self.cosine), len(dense_entries))
         self.size = size
         self.background_alpha = background_alpha
@@ -329,11 +333,9 @@ class HybridRanking:
         self.dense_floor = 0.0 if dense_complete or not self.dense else min(self.dense.values())
         # Past the view: a keyword holder keeps the floor, as a search of that depth
         # gives it; the others (no candidates there) have their own cosines, below it.
-        held = {e.id for e in keyword_entries}
-        for entry in beyond:
-            if entry.id and entry.id not in self.dense and entry.id not in held:
-                self.cosine[entry.id] = float(entry.score)
-                self.dense[entry.id] = calibration.relevance(float(entry.score))
+        if beyond:
+            held = {e.id for e in keyword_entries}
+            take(e for e in beyond if e.id not in held)
 
         self.entries: dict[str, Entry] = {e.id: e for e in dense_entries if e.id}
         self.keyword: dict[str, float] = {}
