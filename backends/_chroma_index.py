@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from memchat.engine.model import Entry, UserKey
-from memchat.engine.search.index import INDEX_VERSION, IndexRecord, index_record
+from memchat.engine.search.index import INDEX_VERSION, NewestFirst, index_record
 
 from . import _chroma_newest as newest_list
 from ._chroma_postings import MAX_POSTINGS, ShardCache, Slots, UserShards
@@ -63,16 +63,19 @@ from ._chroma_shards import (
     shard_id,
     shard_of,
 )
+from ._chroma_times import TIMES_TERM, TimedRecord, newest_first, times_of
 from ._keyword_index import Posting, UserKeywordIndex
 
 __all__ = [
     "EMPTY",
     "INDEX_META",
+    "LAYOUT",
     "ChromaKeywordIndex",
     "IndexPlan",
     "UserStats",
     "index_collection_name",
     "index_version",
+    "layout_of",
     "new_token",
     "ranker",
     "read_in_place",
@@ -104,11 +107,11 @@ def index_collection_name(collection_id: Any) -> str:
     return f"memchat-index-{collection_id}"
 
 
-def record_of(entry: Entry | None) -> IndexRecord | None:
-    """What an entry adds to the index: nothing unless it is active."""
+def record_of(entry: Entry | None) -> TimedRecord | None:
+    """What an entry adds to the index (its terms and its times): nothing unless it is active."""
     if entry is None or entry.is_deleted:
         return None
-    return index_record(entry.memory)
+    return TimedRecord(index_record(entry.memory), times_of(entry))
 
 
 def _stats_id(key: UserKey) -> str:
@@ -313,14 +316,60 @@ class ChromaKeywordIndex:
             read += sum(len(places) for places, _ in placed.values())
         return read
 
+    def times(self, key: UserKey, stats: UserStats, ids: Sequence[str]) -> dict[str, NewestFirst] | None:
+        """``Entry.newest_first`` of the user's active memories ``ids`` from the
+        postings of ``TIMES_TERM`` (backends/_chroma_times.py) at ``stats``' version,
+        reading only the shards holding them that no search read at that version;
+        None when one is not there (an index of layout 6 and before holds no
+        times) or a write of the user came between."""
+        version, stats_id = stats.version, _stats_id(key)
+        if not version:
+            return None
+        user = self.shards.at(key, version)
+        root_id = record_id(key, TIMES_TERM)
+        level = self.shards.level(user, root_id)
+        if level is None:
+            found = self._get([root_id, stats_id])
+            if (again := found.get(stats_id)) is None or UserStats.of(again) != stats:
+                return None
+            root = found.get(root_id)
+            if root is None:
+                return None
+            level = int(root.get("level") or 0)
+            read = {} if level else {root_id: columns(root)}
+            self.shards.place(key, user, version, read, keep=True, levels={root_id: level})
+        numbers = {shard_of(mid, level) for mid in ids} if level else set()
+        wanted = [shard_id(key, TIMES_TERM, level, n) for n in sorted(numbers)] if level else [root_id]
+        held = self.shards.held(user, wanted)
+        missing = [rid for rid in wanted if rid not in held]
+        if missing:
+            found = self._get([*missing, stats_id])
+            if (again := found.get(stats_id)) is None or UserStats.of(again) != stats:
+                return None
+            read = {rid: columns(found.get(rid)) for rid in missing}
+            held.update(self.shards.place(key, user, version, read, keep=True))
+        # The asked holders' rows, found among the shards' by place (hundreds of
+        # shards of about 30 postings: a loop over them all cost several ms).
+        places, counts = _joined(list(held.values()))
+        asked = list(dict.fromkeys(ids))
+        wanted_places = np.fromiter(
+            (user.places.get(mid, -1) for mid in asked), dtype=np.int64, count=len(asked)
+        )
+        order = np.argsort(places, kind="stable")
+        at = np.minimum(np.searchsorted(places, wanted_places, sorter=order), max(len(places) - 1, 0))
+        if not len(places) or not np.array_equal(places[order[at]], wanted_places):
+            return None  # one is not held (an older layout's index, or a removed memory)
+        return newest_first(asked, counts[order[at]])
+
     def _split_terms(self, key: UserKey) -> list[tuple[str, int]]:
         """(term, level) of the user's terms split at least ``WARM_FROM_LEVEL``
-        times, the commonest first (their roots, a page at a time)."""
+        times, the commonest first and the times' last (their roots, a page at a time)."""
         where = {"$and": [*_user(key)["$and"], {"kind": "term"}, {"level": {"$gte": WARM_FROM_LEVEL}}]}
         found: list[tuple[str, int]] = []
         for page in pages(self.collection, where, ["metadatas"], _BATCH):
             found += [(str(meta["term"]), int(meta["level"])) for meta in page["metadatas"] or [] if meta]
-        return sorted(found, key=lambda item: (-item[1], item[0]))
+        # The times' term first: a tie at the keyword limit reads them, whatever the words.
+        return sorted(found, key=lambda item: (item[0] != TIMES_TERM, -item[1], item[0]))
 
     def stats(self, key: UserKey) -> UserStats | None:
         return self._roots(key, ())[0]
@@ -350,7 +399,7 @@ class ChromaKeywordIndex:
     def prepare(
         self,
         key: UserKey,
-        changes: Iterable[tuple[str, IndexRecord | None, IndexRecord | None]],
+        changes: Iterable[tuple[str, TimedRecord | None, TimedRecord | None]],
         token: str,
         added: int,
         written: Sequence[tuple[str, Entry | None]] = (),
@@ -407,6 +456,19 @@ class ChromaKeywordIndex:
             else:
                 plan.writes.update(held.records(key, term, changed[term]))
         return plan
+
+    def add_times(self, key: UserKey, entries: Iterable[Entry]) -> int:
+        """Write the times' postings (backends/_chroma_times.py) of the user's active
+        ``entries`` into an index of an older layout, which has none (under the
+        user's lock); their number. The version stays: no posting a search
+        ranks changes."""
+        held: dict[str, Posting] = {e.id: times_of(e) for e in entries if not e.is_deleted}
+        if held:
+            records = TermPostings.split(held, level_for(len(held))).records(key, TIMES_TERM)
+            for batch in chunks(list(records), _BATCH):
+                self._upsert(batch)
+        self.shards.drop(key)
+        return len(held)
 
     def mark(self, key: UserKey, token: str) -> None:
         """Before a section's writes: until its ``commit``, the index is not to be
@@ -544,8 +606,9 @@ def ranker(stats: UserStats | None, names: Sequence[str], postings: dict[str, Sl
 #: 2, the statistics' ``records``; 3, common terms' postings split into shards
 #: (backends/_chroma_shards.py); 4, the statistics' newest memories (backends/_chroma_newest.py);
 #: 5, postings as a list of IDs and an array of counts instead of one JSON object;
-#: 6, a vector collection per user (backends/_chroma_user_vectors.py).
-LAYOUT = 6
+#: 6, a vector collection per user (backends/_chroma_user_vectors.py); 7, each
+#: memory's times as the postings of one more term (backends/_chroma_times.py).
+LAYOUT = 7
 
 
 def index_version() -> str:
@@ -562,9 +625,20 @@ def index_version() -> str:
 #: layout 4 or 5 collection builds them (and records 6; a memchat of layout 5
 #: indexes again on open, leaving collections it does not keep, whose markers
 #: then match no version: ``ChromaStore._ensure_keyword_index`` builds them again).
-READ_IN_PLACE = (4, 5, LAYOUT)
+#: Layout 7 adds the times' term to layout 6's records: opening an older one writes
+#: it for each user (a memchat of layout 6, which cannot read 7, indexes again).
+READ_IN_PLACE = (4, 5, 6, LAYOUT)
+
+
+def layout_of(version: str | None) -> int | None:
+    """The layout of a collection whose index meta is ``version`` if it is searched
+    as it is (``READ_IN_PLACE``), else None."""
+    for layout in READ_IN_PLACE:
+        if version == f"{INDEX_VERSION}.{layout}":
+            return layout
+    return None
 
 
 def read_in_place(version: str | None) -> bool:
     """Whether a collection whose index meta is ``version`` is searched as it is."""
-    return version in {f"{INDEX_VERSION}.{layout}" for layout in READ_IN_PLACE}
+    return layout_of(version) is not None

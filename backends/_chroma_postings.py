@@ -41,7 +41,7 @@ Slots = tuple[Any, Any]
 class UserShards:
     """One user's memory IDs and the shard records read at one version."""
 
-    __slots__ = ("names", "places", "records", "size", "version", "warmed")
+    __slots__ = ("levels", "names", "places", "records", "size", "version", "warmed")
 
     def __init__(self, version: str) -> None:
         self.version = version
@@ -52,6 +52,8 @@ class UserShards:
         self.places: dict[str, int] = {}
         self.records: OrderedDict[str, Slots] = OrderedDict()
         self.size = 0
+        #: Root record → its term's level, as read at this version (the times' term).
+        self.levels: dict[str, int] = {}
 
     def place(self, ids: Sequence[str]) -> Any:
         """The places of ``ids`` in ``names`` (added where new), as an array."""
@@ -78,6 +80,7 @@ class UserShards:
 
     def forget(self, records: Iterable[str]) -> None:
         for record in records:
+            self.levels.pop(record, None)  # a root written: its term may be split again
             dropped = self.records.pop(record, None)
             if dropped is not None:
                 self.size -= len(dropped[0])
@@ -119,6 +122,11 @@ class ShardCache:
             user.warmed = True
             return user
 
+    def level(self, user: UserShards, root: str) -> int | None:
+        """The level of the term of the ``root`` record if read at the user's version."""
+        with self._lock:
+            return user.levels.get(root)
+
     def held(self, user: UserShards, records: Sequence[str]) -> dict[str, Slots]:
         """Those of ``records`` read at the user's version (record → its postings)."""
         with self._lock:
@@ -132,10 +140,12 @@ class ShardCache:
         read: dict[str, tuple[list[str], Any]],
         *,
         keep: bool,
+        levels: dict[str, int] | None = None,
     ) -> dict[str, Slots]:
         """Records read at ``version`` (record → holders' IDs and counts) as postings
         placed among the user's IDs; with ``keep``, kept while the user is still at
-        ``version`` (a write of this process may have moved it on meanwhile)."""
+        ``version`` (a write of this process may have moved it on meanwhile), with
+        the ``levels`` of the roots read."""
         with self._lock:
             placed = {
                 record: (user.place(ids), np.asarray(counts, dtype=np.int32))
@@ -144,6 +154,7 @@ class ShardCache:
             if keep and self._items.get(key) is user and user.version == version:
                 for record, slots in placed.items():
                     user.put(record, slots)
+                user.levels.update(levels or {})
                 user.trim(self.max_postings)
             return placed
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from memchat.engine.model import Entry, UserKey, to_micros
 from memchat.engine.products import matrix_times_vector
-from memchat.engine.search.index import KeywordStats
+from memchat.engine.search.index import KeywordStats, NewestFirst
 from memchat.engine.search.scope import share, shared_read
 from memchat.engine.vectors import IndexingProgress, ProgressCallback, report_progress
 
@@ -28,9 +28,11 @@ from . import _chroma_newest as newest_list
 from ._chroma_index import (
     EMPTY,
     INDEX_META,
+    LAYOUT,
     ChromaKeywordIndex,
     UserStats,
     index_version,
+    layout_of,
     new_token,
     ranker,
     read_in_place,
@@ -134,8 +136,13 @@ class ChromaSearch:
             # removing records makes the counts differ.
             total = await self._read_call("counting", collection.count)
             if sum(s.records for s in every.values()) == total and not any(s.dirty for s in every.values()):
-                if recorded != index_version():  # an older layout: no vector collection per user
-                    await self._build_vector_collections(sorted(every, key=lambda k: (k.app, k.user)))
+                layout = layout_of(recorded) or LAYOUT
+                keys = sorted(every, key=lambda k: (k.app, k.user))
+                if layout < 6:  # no vector collection per user
+                    await self._build_vector_collections(keys)
+                if layout < 7:  # no times in the index
+                    await self._add_times(index, keys, every)
+                if recorded != index_version():
                     await self.write_meta(INDEX_META, index_version())
                 self._index_ready = True
                 return
@@ -158,6 +165,24 @@ class ChromaSearch:
             await report_progress(self.progress, IndexingProgress(done, active))
         await self.write_meta(INDEX_META, index_version())
         self._index_ready = True
+
+    async def _add_times(
+        self, index: ChromaKeywordIndex, keys: Sequence[UserKey], every: dict[UserKey, UserStats]
+    ) -> None:
+        """Write each user's times into an index of an older layout (one read of
+        their records and one write of about a record per 30 memories, under the
+        user's lock), with the progress line."""
+        total, done = sum(every[key].active for key in keys), 0
+        told = self.progress if total else None
+        await report_progress(told, IndexingProgress(done, total))
+        for key in keys:
+
+            async def add(tx: ChromaTransaction, key: UserKey = key) -> int:
+                entries = await self.list(key)
+                return await self._call("indexing", index.add_times, key, entries)
+
+            done += await self.atomic(key, add)
+            await report_progress(told, IndexingProgress(done, total))
 
     # -- each user's vector collection (backends/_chroma_user_vectors.py) -------
 
@@ -267,28 +292,33 @@ class ChromaSearch:
         # ask of the same search (after the query's embedding) needs no other.
         share(self._stats_read(key), stats)
         version = stats.version if stats is not None else ""
-        ids, found = ranker(stats, names, postings).lookup(
-            space, terms, planner, self._kept_newest_first(key, version)
+        newest_first = self._newest_first(index, key, stats)
+        # In a worker thread: cutting a tie at the limit may read the tied holders' times.
+        ids, found = await self._read_call(
+            "searching", lambda: ranker(stats, names, postings).lookup(space, terms, planner, newest_first)
         )
         entries = await self._active_entries(key, version, [record_id(key, mid) for mid in ids])
         return entries, found
 
-    def _kept_newest_first(
-        self, key: UserKey, version: str
-    ) -> Callable[[builtins.list[str]], dict[str, tuple[int, int, str]] | None]:
-        """``Entry.newest_first`` of memory IDs when this process keeps all their
-        records at ``version`` (up to ``ENTRIES_KEPT_UP_TO`` memories, after the read
-        of the user's vectors or the process's own writes), else None: a tie at the
-        keyword limit is then cut by ID, and the engine reads the ones left out if
-        they could matter (reading their times would cost as much)."""
+    def _newest_first(
+        self, index: ChromaKeywordIndex, key: UserKey, stats: UserStats | None
+    ) -> Callable[[builtins.list[str]], dict[str, NewestFirst] | None]:
+        """``Entry.newest_first`` of memory IDs at the version of ``stats``: from the
+        records this process keeps at it (up to ``ENTRIES_KEPT_UP_TO`` memories,
+        after the read of the user's vectors or the process's own writes), else
+        from the index's times (backends/_chroma_times.py; blocking: called in a
+        worker thread); None when neither knows them (an index of an older
+        layout): a tie at the keyword limit is then cut by ID, and the engine
+        reads the ones left out if they could matter."""
+        version = stats.version if stats is not None else ""
         kept = self._entries.at(key, version) if version else {}
 
-        def newest_first(ids: builtins.list[str]) -> dict[str, tuple[int, int, str]] | None:
+        def newest_first(ids: builtins.list[str]) -> dict[str, NewestFirst] | None:
             found = {}
             for memory_id in ids:
                 entry = kept.get(record_id(key, memory_id))
                 if entry is None:
-                    return None
+                    return index.times(key, stats, ids) if stats is not None else None
                 found[memory_id] = entry.newest_first
             return found
 

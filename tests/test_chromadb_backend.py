@@ -38,6 +38,7 @@ from backends import _chroma_search, create
 from backends import _chroma_shards as shards
 from backends._chroma_index import INDEX_META, index_collection_name, index_version
 from backends._chroma_records import DENSE_KEY, dense_tag
+from backends._chroma_times import TIMES_TERM
 from backends.chromadb import ChromaStore
 
 TOKEN = "tok-s3cret-value"
@@ -576,6 +577,7 @@ async def test_postings_of_layout_4_are_read_in_place_and_take_layout_5_when_wri
         before = await _keyword_results(svc)
         assert before["alice"] and before["tea"]
         index = store._index.collection
+        _remove_times(store)  # layout 4 held none
         found = index.get(where={"kind": "term"}, include=["metadatas"])
         legacy = []
         for meta in found["metadatas"]:
@@ -590,9 +592,12 @@ async def test_postings_of_layout_4_are_read_in_place_and_take_layout_5_when_wri
     )
     async with reopened:
         # Not indexed again: every term record is still layout 4's (opening built
-        # only the users' vector collections of layout 6).
+        # only the users' vector collections of layout 6 and the times of layout 7).
         index = reopened.store._index.collection
-        metas = index.get(where={"kind": "term"}, include=["metadatas"])["metadatas"]
+        times = set(_times_records(reopened.store))
+        assert times
+        found = index.get(where={"kind": "term"}, include=["metadatas"])
+        metas = [meta for rid, meta in zip(found["ids"], found["metadatas"], strict=True) if rid not in times]
         assert metas and all("postings" in meta for meta in metas)
         # Recorded as the current layout: an older memchat, which cannot read its records, indexes again.
         assert await reopened.store.read_meta(INDEX_META) == index_version()
@@ -605,6 +610,71 @@ async def test_postings_of_layout_4_are_read_in_place_and_take_layout_5_when_wri
         written = [meta for meta in metas if "postings" not in meta]
         assert any(json.loads(meta["ids"]) for meta in written)
         assert any("postings" in meta for meta in metas)  # records no write touched stay as they were
+
+
+def _times_records(store: ChromaStore) -> list[str]:
+    """The IDs of the index records holding the user's times (backends/_chroma_times.py)."""
+    root = shards.record_id(contract.KEY, TIMES_TERM)
+    found = store._index.collection.get(ids=[root], include=["metadatas"])
+    if not found["ids"]:
+        return []
+    level = int(found["metadatas"][0].get("level") or 0)
+    return [root, *(shards.shard_id(contract.KEY, TIMES_TERM, level, s) for s in range(1 << level) if level)]
+
+
+def _remove_times(store: ChromaStore) -> None:
+    """Make the index one of layout 6 and before, which held no times."""
+    store._index.collection.delete(ids=_times_records(store))
+
+
+async def test_an_index_of_layout_6_gets_its_times_on_open_and_keeps_them_with_every_write(
+    make_store, monkeypatch
+) -> None:
+    """Layout 7 keeps each memory's times in the index, which a search past the
+    records kept in the process reads to cut a tie at its keyword limit as
+    results order it. Opening a layout 6 collection writes them, with the
+    progress line, without indexing again (the version stays), and every write
+    (an add, an update that changes no word, a removal) keeps them."""
+    monkeypatch.setattr(shards, "SPLIT_AT", 4)
+    store = await make_store(dimension=384)
+    async with MemoryService(store, embedder=HashEmbedder(), limit=0) as svc:
+        for text in _SPLIT_TEXTS:
+            await svc.add(contract.KEY, text)
+        before = await _keyword_results(svc)
+        _remove_times(store)
+        await store.write_meta(INDEX_META, index_version().rsplit(".", 1)[0] + ".6")
+        version = (await store._user_stats(contract.KEY)).version
+    told: list[Any] = []
+    reopened = MemoryService(
+        await make_store(dimension=384, opened=False), embedder=HashEmbedder(), limit=0, progress=told.append
+    )
+    async with reopened:
+        indexing = [p for p in told if type(p).__name__ == "IndexingProgress"]
+        assert indexing and indexing[-1].finished and indexing[-1].total == len(_SPLIT_TEXTS)
+        assert await reopened.store.read_meta(INDEX_META) == index_version()
+        stats = await reopened.store._user_stats(contract.KEY)
+        assert stats.version == version  # not indexed again
+        assert await _keyword_results(reopened) == before
+
+        async def times_match() -> None:
+            stats = await reopened.store._user_stats(contract.KEY)
+            entries = await reopened.read(contract.KEY)
+            ids = [e.id for e in entries]
+            read = await asyncio.to_thread(reopened.store._index.times, contract.KEY, stats, ids)
+            assert read == {e.id: e.newest_first for e in entries}
+
+        await times_match()
+        first = (await reopened.read(contract.KEY))[-1]
+        # The same text and topics again: the same memory, no word changed, a new update time.
+        again = await reopened.update(contract.KEY, first.id, first.memory.text, topics=first.memory.topics)
+        assert again.memory_id == first.id and again.entry.updated_at > first.updated_at
+        await times_match()
+        await reopened.add(contract.KEY, "Alice drinks tea in Paris")
+        await reopened.delete(contract.KEY, (await reopened.read(contract.KEY))[5].id)
+        await times_match()
+        # A removed memory's times are gone: asking for it says "not known".
+        stats = await reopened.store._user_stats(contract.KEY)
+        assert await asyncio.to_thread(reopened.store._index.times, contract.KEY, stats, ["gone"]) is None
 
 
 def _count_memory_reads(collection: Any) -> list[str]:

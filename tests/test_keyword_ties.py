@@ -6,7 +6,8 @@ through them. Hybrid search orders equal scores newest first, so a store that
 cut the tie by ID left the engine unsure whether a newer copy it left out
 belonged in the results: it asked again for every holder at the cutoff (at 100k
 memories, 35 % of store_ops' searches). The in-memory and SQL stores now cut
-such a tie newest first, knowing the tied holders' times, and say so
+such a tie newest first, knowing the tied holders' times (Chroma, past the
+records it keeps in the process, from its index's times), and say so
 (``KeywordStats.cutoff_key``): hybrid search then asks once, and ranks as the
 full scan does. With the real default model, so the token re-rank's targets,
 chosen among equal scores newest first too, are part of it.
@@ -15,6 +16,7 @@ chosen among equal scores newest first too, are part of it.
 from __future__ import annotations
 
 import re
+import uuid
 from typing import Any
 
 import numpy as np
@@ -70,16 +72,48 @@ def embedder() -> CopiesEmbedder:
     return CopiesEmbedder()
 
 
-@pytest.fixture(params=["inmemory", "sqlite"])
-async def service(request, tmp_path, embedder):
-    options = {"dsn": f"sqlite:///{tmp_path / 'ties.db'}"} if request.param == "sqlite" else {}
+@pytest.fixture(params=["inmemory", "sqlite", "chromadb"])
+async def service(request, tmp_path, embedder, monkeypatch):
+    options: dict[str, Any] = {}
+    if request.param == "sqlite":
+        options = {"dsn": f"sqlite:///{tmp_path / 'ties.db'}"}
+    elif request.param == "chromadb":
+        # A user past the records Chroma keeps in the process: the tied holders'
+        # times come from the index (backends/_chroma_times.py), as at 100k memories.
+        import backends._chroma_search as chroma_search
+        import backends.chromadb as chroma_module
+
+        monkeypatch.setattr(chroma_search, "ENTRIES_KEPT_UP_TO", 5)
+        monkeypatch.setattr(chroma_module, "ENTRIES_KEPT_UP_TO", 5)
+        options = {"url": chroma_url_or_skip(), "collection": f"memchat-ties-{uuid.uuid4().hex[:12]}"}
     svc = MemoryService(create(request.param, **options), embedder=embedder, limit=0)
     await svc.open()
     for n in range(COPIES):
         for base in BASES:
             await svc.add(KEY, base if n == 0 else f"{base} (note {n})")
-    yield svc
+    if request.param != "chromadb":
+        yield svc, svc
+        await svc.close()
+        return
+    # The searches under test run in another process, which keeps none of the
+    # records the writer (or its full-scan searches) read.
+    other = MemoryService(create(request.param, **options), embedder=embedder, limit=0)
+    await other.open()
+    yield svc, other
+    await other.close()
+    await svc.clear(KEY)
     await svc.close()
+
+
+def chroma_url_or_skip() -> str:
+    from tests.support import require
+    from tests.vector_servers import ServerUnavailable, chroma_url
+
+    try:
+        return chroma_url()
+    except ServerUnavailable as exc:
+        require(False, str(exc))
+        raise
 
 
 def _asks(store: Any, monkeypatch) -> list[Any]:
@@ -114,9 +148,10 @@ async def _ranked(
 async def test_a_tie_cut_newest_first_needs_no_second_ask_and_ranks_as_the_full_scan(
     service, monkeypatch
 ) -> None:
+    writer, service = service
     monkeypatch.setattr(service_module, "KEYWORD_CANDIDATES", 10**9)
     options = SearchOptions(max_results=10)
-    full = {q: [(e.id, round(e.score, 9)) for e in await service.search(KEY, q, options)] for q in QUERIES}
+    full = {q: [(e.id, round(e.score, 9)) for e in await writer.search(KEY, q, options)] for q in QUERIES}
     assert all(full.values())
     asked = _asks(service.store, monkeypatch)
     capped, asks = await _ranked(service, asked, monkeypatch)
