@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -278,7 +278,14 @@ class ChromaKeywordIndex:
         }
         return stats, user.names, {term: held for term, held in postings.items() if len(held[0])}
 
-    def warm(self, key: UserKey, stats: UserStats, user: UserShards, stopped: threading.Event) -> int:
+    def warm(
+        self,
+        key: UserKey,
+        stats: UserStats,
+        user: UserShards,
+        stopped: threading.Event,
+        pause: Callable[[], None] | None = None,
+    ) -> int:
         """Read the shards of the user's commonest terms at ``stats``' version into
         ``user`` (what ``shards.to_warm`` gave for that version), unless read
         there already; the postings read.
@@ -300,6 +307,8 @@ class ChromaKeywordIndex:
             wanted += [shard_id(key, term, level, s) for s in range(1 << level)]
         stats_id, read = _stats_id(key), 0
         for batch in chunks(wanted, _BATCH):
+            if pause is not None:
+                pause()  # yield to the store's searches (backends/_chroma_background.py)
             if stopped.is_set():
                 break
             held = self.shards.held(user, batch)

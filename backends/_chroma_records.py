@@ -5,7 +5,7 @@ microseconds, reference §4.11); and the filters that select a user's records.""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -99,10 +99,16 @@ def chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
 
 
 def pages(
-    collection: Any, where: Mapping[str, Any], include: list[str], size: int, stopped: Any = None
+    collection: Any,
+    where: Mapping[str, Any],
+    include: list[str],
+    size: int,
+    stopped: Any = None,
+    pause: Callable[[], None] | None = None,
 ) -> Iterator[dict[str, Any]]:
     """Every record matching ``where``, ``size`` at a time (``get`` answers, with
-    ``include``), until done or ``stopped`` (a ``threading.Event``) is set.
+    ``include``), until done or ``stopped`` (a ``threading.Event``) is set;
+    ``pause`` is called before each page (a background read yielding to searches).
 
     The IDs first, in one request, then the records by ID: paging the filtered
     query by offset makes the server walk every record before the page again,
@@ -112,6 +118,8 @@ def pages(
     come back in one request in 0.3-0.6 s."""
     ids = collection.get(where=where, include=[])["ids"]
     for batch in chunks(ids, size):
+        if pause is not None:
+            pause()
         if stopped is not None and stopped.is_set():
             return
         yield collection.get(ids=list(batch), include=include) if include else {"ids": list(batch)}

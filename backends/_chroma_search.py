@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import functools
 import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -281,6 +282,12 @@ class ChromaSearch:
         """The active memories holding one of ``terms`` (with a ``planner``, its
         best-ranked ones: search/candidates.py) and the user's statistics; every
         active memory and no statistics while the index is not to be trusted."""
+        with self._background.searches.search():  # background reads wait for it
+            return await self._keyword_candidates(key, space, terms, planner)
+
+    async def _keyword_candidates(
+        self, key: UserKey, space: str, terms: Sequence[str], planner: KeywordPlanner | None
+    ) -> tuple[builtins.list[Entry], KeywordStats | None]:
         index = self._index
         if not self._index_ready or index is None:
             return await self.list(key), None
@@ -427,6 +434,10 @@ class ChromaSearch:
         HNSW index filtered to the user."""
         if k <= 0:
             return []
+        with self._background.searches.search():  # background reads wait for it
+            return await self._vector_candidates(key, vector, k)
+
+    async def _vector_candidates(self, key: UserKey, vector: Sequence[float], k: int) -> builtins.list[Entry]:
         query = self.check_vector(vector)
         collection = await self._ready()
         wanted = max(k * OVERFETCH, k)
@@ -499,7 +510,8 @@ class ChromaSearch:
             return
 
         async def warm(stopped: threading.Event) -> None:
-            await self._read_call("reading the keyword index", index.warm, key, stats, user, stopped)
+            pause = functools.partial(self._background.searches.pause, stopped)
+            await self._read_call("reading the keyword index", index.warm, key, stats, user, stopped, pause)
 
         self._background.start(name, warm)
 
@@ -531,8 +543,10 @@ class ChromaSearch:
         whole = before.active <= ENTRIES_KEPT_UP_TO
         stopped = threading.Event()
         try:
+            # Between its pages it yields to the store's searches (``SearchActivity``).
+            pause = functools.partial(self._background.searches.pause, stopped)
             vectors, entries = await self._read_call(
-                "reading the vectors", searchable_records, collection, key, whole, stopped
+                "reading the vectors", searchable_records, collection, key, whole, stopped, pause
             )
         except asyncio.CancelledError:
             # The store is closing (BackgroundReads.close): the worker thread stops after
@@ -571,7 +585,11 @@ class ChromaSearch:
 
 
 def searchable_records(
-    collection: Any, key: UserKey, whole: bool, stopped: threading.Event | None = None
+    collection: Any,
+    key: UserKey,
+    whole: bool,
+    stopped: threading.Event | None = None,
+    pause: Callable[[], None] | None = None,
 ) -> tuple[dict[str, Sequence[float]], dict[str, Entry]]:
     """(record ID → vector, and with ``whole`` record ID → entry) of the user's
     active memories with a real embedding, read a page at a time until done or
@@ -585,7 +603,7 @@ def searchable_records(
     include = ["embeddings", "documents", "metadatas"] if whole else ["embeddings"]
     vectors: dict[str, Sequence[float]] = {}
     entries: dict[str, Entry] = {}
-    for found in pages(collection, dense_filter(key), include, VECTOR_PAGE_SIZE, stopped):
+    for found in pages(collection, dense_filter(key), include, VECTOR_PAGE_SIZE, stopped, pause):
         ids = found["ids"]
         vectors.update(zip(ids, found["embeddings"], strict=True))
         if whole:

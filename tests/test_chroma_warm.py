@@ -132,7 +132,7 @@ async def test_closing_the_store_stops_a_read_ahead_under_way(make_store, large)
         store = await make_store(dimension=384)
         told: list[Any] = []
 
-        def warm(key: Any, stats: Any, user: Any, stopped: threading.Event) -> int:
+        def warm(key: Any, stats: Any, user: Any, stopped: threading.Event, pause: Any = None) -> int:
             told.append(stopped)
             stopped.wait(10)  # a read of many records, until told to stop
             return 0
