@@ -571,10 +571,7 @@ async def test_postings_of_layout_4_are_read_in_place_and_take_layout_5_when_wri
     keeps the keys it does not name), its postings are the ones read."""
     monkeypatch.setattr(shards, "SPLIT_AT", 4)
     store = await make_store(dimension=384)
-    async with MemoryService(store, embedder=HashEmbedder(), limit=0) as svc:
-        for text in _SPLIT_TEXTS:
-            await svc.add(contract.KEY, text)
-        before = await _keyword_results(svc)
+    async with _split_terms_added(store) as (svc, before):
         assert before["alice"] and before["tea"]
         index = store._index.collection
         _remove_times(store)  # layout 4 held none
@@ -612,6 +609,15 @@ async def test_postings_of_layout_4_are_read_in_place_and_take_layout_5_when_wri
         assert any("postings" in meta for meta in metas)  # records no write touched stay as they were
 
 
+@contextlib.asynccontextmanager
+async def _split_terms_added(store: ChromaStore) -> AsyncIterator[tuple[MemoryService, dict[str, list[str]]]]:
+    """A service on ``store`` holding ``_SPLIT_TEXTS``, and its keyword results."""
+    async with MemoryService(store, embedder=HashEmbedder(), limit=0) as svc:
+        for text in _SPLIT_TEXTS:
+            await svc.add(contract.KEY, text)
+        yield svc, await _keyword_results(svc)
+
+
 def _times_records(store: ChromaStore) -> list[str]:
     """The IDs of the index records holding the user's times (backends/_chroma_times.py)."""
     root = shards.record_id(contract.KEY, TIMES_TERM)
@@ -637,10 +643,7 @@ async def test_an_index_of_layout_6_gets_its_times_on_open_and_keeps_them_with_e
     (an add, an update that changes no word, a removal) keeps them."""
     monkeypatch.setattr(shards, "SPLIT_AT", 4)
     store = await make_store(dimension=384)
-    async with MemoryService(store, embedder=HashEmbedder(), limit=0) as svc:
-        for text in _SPLIT_TEXTS:
-            await svc.add(contract.KEY, text)
-        before = await _keyword_results(svc)
+    async with _split_terms_added(store) as (_, before):
         _remove_times(store)
         await store.write_meta(INDEX_META, index_version().rsplit(".", 1)[0] + ".6")
         version = (await store._user_stats(contract.KEY)).version

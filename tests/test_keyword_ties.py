@@ -16,16 +16,15 @@ chosen among equal scores newest first too, are part of it.
 from __future__ import annotations
 
 import re
-import uuid
 from typing import Any
 
 import numpy as np
 import pytest
 
 import memchat.engine.retrieval as service_module  # where search reads KEYWORD_CANDIDATES
-from backends import create
 from memchat.engine import MemoryService, SearchOptions, UserKey
 from memchat.engine.search.candidates import CandidatePlan
+from tests.conformance.harness import HARNESSES
 
 KEY = UserKey("ties-app", "ties-user")
 BASES = [
@@ -74,10 +73,8 @@ def embedder() -> CopiesEmbedder:
 
 @pytest.fixture(params=["inmemory", "sqlite", "chromadb"])
 async def service(request, tmp_path, embedder, monkeypatch):
-    options: dict[str, Any] = {}
-    if request.param == "sqlite":
-        options = {"dsn": f"sqlite:///{tmp_path / 'ties.db'}"}
-    elif request.param == "chromadb":
+    """(the service that wrote the copies, the one whose searches are checked)."""
+    if request.param == "chromadb":
         # A user past the records Chroma keeps in the process: the tied holders'
         # times come from the index (backends/_chroma_times.py), as at 100k memories.
         import backends._chroma_search as chroma_search
@@ -85,8 +82,8 @@ async def service(request, tmp_path, embedder, monkeypatch):
 
         monkeypatch.setattr(chroma_search, "ENTRIES_KEPT_UP_TO", 5)
         monkeypatch.setattr(chroma_module, "ENTRIES_KEPT_UP_TO", 5)
-        options = {"url": chroma_url_or_skip(), "collection": f"memchat-ties-{uuid.uuid4().hex[:12]}"}
-    svc = MemoryService(create(request.param, **options), embedder=embedder, limit=0)
+    harness = HARNESSES[request.param](tmp_path)
+    svc = MemoryService(harness.make_store(), embedder=embedder, limit=0)
     await svc.open()
     for n in range(COPIES):
         for base in BASES:
@@ -97,23 +94,12 @@ async def service(request, tmp_path, embedder, monkeypatch):
         return
     # The searches under test run in another process, which keeps none of the
     # records the writer (or its full-scan searches) read.
-    other = MemoryService(create(request.param, **options), embedder=embedder, limit=0)
+    other = MemoryService(harness.make_store(), embedder=embedder, limit=0)
     await other.open()
     yield svc, other
     await other.close()
     await svc.clear(KEY)
     await svc.close()
-
-
-def chroma_url_or_skip() -> str:
-    from tests.support import require
-    from tests.vector_servers import ServerUnavailable, chroma_url
-
-    try:
-        return chroma_url()
-    except ServerUnavailable as exc:
-        require(False, str(exc))
-        raise
 
 
 def _asks(store: Any, monkeypatch) -> list[Any]:
