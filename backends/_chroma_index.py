@@ -119,6 +119,13 @@ def _stats_id(key: UserKey) -> str:
     return record_id(key, "\0stats")
 
 
+def _stats_in(found: dict[str, dict[str, Any]], key: UserKey) -> UserStats | None:
+    """The user's statistics among records read by ID (None: not there): what a
+    read checks again after its other requests, to know no write came between."""
+    meta = found.get(_stats_id(key))
+    return UserStats.of(meta) if meta is not None else None
+
+
 def _user(key: UserKey) -> dict[str, Any]:
     return {"$and": [{"app_name": key.app}, {"user_id": key.user}]}
 
@@ -218,8 +225,7 @@ class ChromaKeywordIndex:
         """The user's statistics (None: none recorded) and the root records of ``terms``."""
         ids = [_stats_id(key), *(record_id(key, term) for term in terms)]
         by_id = self._get(ids)
-        meta = by_id.get(ids[0])
-        stats = UserStats.of(meta) if meta is not None else None
+        stats = _stats_in(by_id, key)
         roots = {term: TermPostings.of_root(by_id.get(rid)) for term, rid in zip(terms, ids[1:], strict=True)}
         return stats, roots
 
@@ -244,8 +250,7 @@ class ChromaKeywordIndex:
         (backends/_chroma_postings.py), with the statistics again."""
         ids = [_stats_id(key), *(record_id(key, term) for term in terms)]
         by_id = self._get(ids)
-        meta = by_id.get(ids[0])
-        stats = UserStats.of(meta) if meta is not None else None
+        stats = _stats_in(by_id, key)
         if stats is not None and stats.dirty:
             return stats, [], {}
         version = stats.version if stats is not None else ""
@@ -265,8 +270,7 @@ class ChromaKeywordIndex:
         missing = [rid for rid in split if rid not in placed]
         if missing:
             shards = self._get([*missing, ids[0]])
-            again = shards.get(ids[0])
-            if (UserStats.of(again) if again is not None else None) != stats:
+            if _stats_in(shards, key) != stats:
                 # A write of the user between the two requests (a search takes no
                 # lock): the shards may not match the roots, so the caller scans.
                 return replace(stats or EMPTY, complete=False), [], {}
@@ -316,8 +320,7 @@ class ChromaKeywordIndex:
             if not missing:
                 continue
             found = self._get([*missing, stats_id])
-            again = found.get(stats_id)
-            if again is None or UserStats.of(again) != stats:
+            if _stats_in(found, key) != stats:
                 break  # a write of the user since the statistics were read
             placed = self.shards.place(
                 key, user, stats.version, {rid: columns(found.get(rid)) for rid in missing}, keep=True
@@ -339,8 +342,8 @@ class ChromaKeywordIndex:
         level = self.shards.level(user, root_id)
         if level is None:
             found = self._get([root_id, stats_id])
-            if (again := found.get(stats_id)) is None or UserStats.of(again) != stats:
-                return None
+            if _stats_in(found, key) != stats:
+                return None  # a write of the user since the statistics were read
             root = found.get(root_id)
             if root is None:
                 return None
@@ -353,7 +356,7 @@ class ChromaKeywordIndex:
         missing = [rid for rid in wanted if rid not in held]
         if missing:
             found = self._get([*missing, stats_id])
-            if (again := found.get(stats_id)) is None or UserStats.of(again) != stats:
+            if _stats_in(found, key) != stats:
                 return None
             read = {rid: columns(found.get(rid)) for rid in missing}
             held.update(self.shards.place(key, user, version, read, keep=True))
@@ -372,7 +375,8 @@ class ChromaKeywordIndex:
 
     def _split_terms(self, key: UserKey) -> list[tuple[str, int]]:
         """(term, level) of the user's terms split at least ``WARM_FROM_LEVEL``
-        times, the commonest first and the times' last (their roots, a page at a time)."""
+        times, the times' term first, then the commonest first (their roots, a page
+        at a time)."""
         where = {"$and": [*_user(key)["$and"], {"kind": "term"}, {"level": {"$gte": WARM_FROM_LEVEL}}]}
         found: list[tuple[str, int]] = []
         for page in pages(self.collection, where, ["metadatas"], _BATCH):

@@ -15,7 +15,7 @@ import asyncio
 import builtins
 import functools
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -171,18 +171,33 @@ class ChromaSearch:
         self, index: ChromaKeywordIndex, keys: Sequence[UserKey], every: dict[UserKey, UserStats]
     ) -> None:
         """Write each user's times into an index of an older layout (one read of
-        their records and one write of about a record per 30 memories, under the
-        user's lock), with the progress line."""
-        total, done = sum(every[key].active for key in keys), 0
-        told = self.progress if total else None
+        their records and one write of about a record per 30 memories), with the
+        progress line."""
+
+        async def add(key: UserKey) -> int:
+            return await self._call("indexing", index.add_times, key, await self.list(key))
+
+        await self._each_user(keys, sum(every[key].active for key in keys), add)
+
+    async def _each_user(
+        self,
+        keys: Sequence[UserKey],
+        total: int,
+        work: Callable[[UserKey], Awaitable[int]],
+        *,
+        quiet: bool = False,
+    ) -> None:
+        """``work`` for each of ``keys`` under the user's lock, its memories done (of
+        ``total``) on the progress line, unless ``quiet`` or there is nothing to do."""
+        told = self.progress if total and not quiet else None
+        done = 0
         await report_progress(told, IndexingProgress(done, total))
         for key in keys:
 
-            async def add(tx: ChromaTransaction, key: UserKey = key) -> int:
-                entries = await self.list(key)
-                return await self._call("indexing", index.add_times, key, entries)
+            async def under_lock(tx: ChromaTransaction, key: UserKey = key) -> int:
+                return await work(key)
 
-            done += await self.atomic(key, add)
+            done += await self.atomic(key, under_lock)
             await report_progress(told, IndexingProgress(done, total))
 
     # -- each user's vector collection (backends/_chroma_user_vectors.py) -------
@@ -228,22 +243,18 @@ class ChromaSearch:
         every = await self._read_call("reading the keyword index", index.every_stats)
         if keys is None:
             keys = sorted(every, key=lambda k: (k.app, k.user))
-        total, done = sum(every[key].active for key in keys if key in every), 0
-        told = self.progress if total and not quiet else None  # no line for nothing to index
-        await report_progress(told, IndexingProgress(done, total))
-        for key in keys:
 
-            async def build(tx: ChromaTransaction, key: UserKey = key) -> int:
-                stats = await self._read_call("reading", index.stats, key)
-                if stats is None or stats.dirty or not stats.version:
-                    return 0  # a marked index: the user's next write rebuilds both
-                vectors, _ = await self._read_call("indexing", searchable_records, collection, key, False)
-                await self._call("indexing", collections.rebuild, key, vectors, stats.version)
-                self._vector_versions[key] = stats.version
-                return stats.active
+        async def build(key: UserKey) -> int:
+            stats = await self._read_call("reading", index.stats, key)
+            if stats is None or stats.dirty or not stats.version:
+                return 0  # a marked index: the user's next write rebuilds both
+            vectors, _ = await self._read_call("indexing", searchable_records, collection, key, False)
+            await self._call("indexing", collections.rebuild, key, vectors, stats.version)
+            self._vector_versions[key] = stats.version
+            return stats.active
 
-            done += await self.atomic(key, build)
-            await report_progress(told, IndexingProgress(done, total))
+        total = sum(every[key].active for key in keys if key in every)
+        await self._each_user(keys, total, build, quiet=quiet)
 
     async def _empty_user_vectors(self) -> None:
         """After every stored vector was marked stale: each user's vector collection

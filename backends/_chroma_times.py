@@ -6,7 +6,8 @@ keeps no records in the process, so a tie at the candidates' limit (hundreds of
 holders of "my" with the same counts) was cut by ID, and the engine, not told
 where results' order ("newest first": updated_at, created_at, ID) left off, asked
 the store a second time for every tied holder (search/candidates.py). At 100k
-memories one hybrid search in six did, at 130–180 ms against 80–90. With the
+memories one hybrid search in five did, at 126–172 ms p95 against 87–97 for
+those asking once (benchmarks/README.md, twenty-sixth session). With the
 times beside the counts, the tie is cut as results cut it, and the second ask
 goes.
 
