@@ -125,6 +125,40 @@ async def test_the_record_layout(make_store, client) -> None:
     assert collection_meta["memchat_dimension"] == 384
 
 
+async def test_a_field_at_its_default_keeps_no_key_and_an_older_record_loses_them_on_its_next_write(
+    make_store, client
+) -> None:
+    """The server spends time on every key of every record it returns, so a
+    plain memory (kind "fact", no place, no event time) carries no key for
+    them; a record written by an older memchat, with all of them, reads the
+    same and sheds them when next written."""
+    store = await make_store(dimension=384)
+    collection = client.get_collection(store.collection_name)
+    defaults = {"kind", "location", "has_event_time", "event_time_us", "memchat_schema_version"}
+    async with MemoryService(store) as svc:
+        plain = await svc.add(contract.KEY, "User likes tea", topics=["drinks"])
+        rid = store.record_id(contract.KEY, plain.id)
+        [meta] = collection.get(ids=[rid], include=["metadatas"])["metadatas"]
+        assert not defaults & set(meta) and meta["topics"] == ["drinks"]
+        # As an older memchat wrote it: every key, at its default.
+        older = {**meta, "kind": "fact", "location": "", "has_event_time": False}
+        older["memchat_schema_version"] = 1
+        collection.update(ids=[rid], metadatas=[older])
+        other = MemoryService(await make_store(dimension=384))
+        async with other:
+            found = await other.get(contract.KEY, plain.id)
+            assert found.memory == plain.memory and found.created_at == plain.created_at
+            other_store = other.store
+
+            async def rewrite(tx: Any) -> None:  # the same record written again
+                await tx.put(found)
+
+            await other_store.atomic(contract.KEY, rewrite)
+        [meta] = collection.get(ids=[rid], include=["metadatas"])["metadatas"]
+        assert not defaults & set(meta) and meta["memory_id"] == plain.id
+        assert (await svc.get(contract.KEY, plain.id)).memory == plain.memory
+
+
 async def test_optional_fields_are_removed_not_left_behind(make_store) -> None:
     """An upsert merges metadata into the stored record: emptied topics must
     not survive."""
