@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-from memchat.engine.model import Entry, Memory, UserKey, from_micros, to_micros
+from memchat.engine.model import KIND_FACT, Entry, Memory, UserKey, from_micros, to_micros
 
 T = TypeVar("T")
 
@@ -64,7 +64,7 @@ def record_metadata(entry: Entry, has_embedding: bool) -> dict[str, Any]:
         "app_name": entry.app,
         "user_id": entry.user,
         "memory_id": entry.id,
-        "kind": None if (m.kind or "fact") == "fact" else m.kind,
+        "kind": None if (m.kind or KIND_FACT) == KIND_FACT else m.kind,
         "has_event_time": True if m.event_time is not None else None,
         "event_time_us": to_micros(m.event_time) if m.event_time is not None else None,
         "topics": list(m.topics) or None,
@@ -82,7 +82,7 @@ def record_entry(document: str | None, meta: Mapping[str, Any]) -> Entry:
     memory = Memory(
         text=document or "",
         topics=tuple(meta.get("topics") or ()),
-        kind=meta.get("kind") or "fact",
+        kind=meta.get("kind") or KIND_FACT,
         event_time=from_micros(meta.get("event_time_us")) if meta.get("has_event_time") else None,
         participants=tuple(meta.get("participants") or ()),
         location=meta.get("location") or "",
@@ -139,7 +139,7 @@ def fingerprint(entry: Entry) -> tuple[Any, ...]:
         return to_micros(value) if value is not None else None
 
     return (
-        entry.id, entry.app, entry.user, m.text, tuple(m.topics), m.kind or "fact", us(m.event_time),
+        entry.id, entry.app, entry.user, m.text, tuple(m.topics), m.kind or KIND_FACT, us(m.event_time),
         tuple(m.participants), m.location or "",
         us(entry.created_at), us(entry.updated_at), us(entry.deleted_at),
     )  # fmt: skip

@@ -148,12 +148,11 @@ async def test_a_field_at_its_default_keeps_no_key_and_an_older_record_loses_the
         async with other:
             found = await other.get(contract.KEY, plain.id)
             assert found.memory == plain.memory and found.created_at == plain.created_at
-            other_store = other.store
 
             async def rewrite(tx: Any) -> None:  # the same record written again
                 await tx.put(found)
 
-            await other_store.atomic(contract.KEY, rewrite)
+            await other.store.atomic(contract.KEY, rewrite)
         [meta] = collection.get(ids=[rid], include=["metadatas"])["metadatas"]
         assert not defaults & set(meta) and meta["memory_id"] == plain.id
         assert (await svc.get(contract.KEY, plain.id)).memory == plain.memory
