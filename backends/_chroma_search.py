@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import functools
 import threading
 from collections.abc import Awaitable, Callable, Sequence
@@ -553,11 +554,28 @@ class ChromaSearch:
         collection = await self._ready()
         whole = before.active <= ENTRIES_KEPT_UP_TO
         stopped = threading.Event()
+        loop = asyncio.get_running_loop()
+
+        def page_read(entries: dict[str, Entry]) -> None:
+            # Each page's records join the cache at once (on the loop, which owns it):
+            # the searches beside the read find a growing share of theirs there
+            # instead of asking the server for them too.
+            # RuntimeError: the loop closed (a command ended), nothing to keep them for.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self._entries.fill, key, before.version, entries)
+
         try:
             # Between its pages it yields to the store's searches (``SearchActivity``).
             pause = functools.partial(self._background.searches.pause, stopped)
             vectors, entries = await self._read_call(
-                "reading the vectors", searchable_records, collection, key, whole, stopped, pause
+                "reading the vectors",
+                searchable_records,
+                collection,
+                key,
+                whole,
+                stopped,
+                pause,
+                page_read if whole else None,
             )
         except asyncio.CancelledError:
             # The store is closing (BackgroundReads.close): the worker thread stops after
@@ -601,6 +619,7 @@ def searchable_records(
     whole: bool,
     stopped: threading.Event | None = None,
     pause: Callable[[], None] | None = None,
+    page_read: Callable[[dict[str, Entry]], None] | None = None,
 ) -> tuple[dict[str, Sequence[float]], dict[str, Entry]]:
     """(record ID → vector, and with ``whole`` record ID → entry) of the user's
     active memories with a real embedding, read a page at a time until done or
@@ -619,5 +638,8 @@ def searchable_records(
         vectors.update(zip(ids, found["embeddings"], strict=True))
         if whole:
             records = zip(ids, found["documents"], found["metadatas"], strict=True)
-            entries.update((rid, record_entry(document, meta)) for rid, document, meta in records)
+            page = {rid: record_entry(document, meta) for rid, document, meta in records}
+            entries.update(page)
+            if page_read is not None:
+                page_read(page)
     return vectors, entries

@@ -1045,8 +1045,9 @@ async def test_listing_the_newest_reads_the_user_s_vectors_a_page_at_a_time(make
     is about to search them, so the store reads their vectors then, in the
     background, a page per request: one response of 10k vectors held the GIL for a
     second, the event loop (a search, the TUI) stopped meanwhile. The first search
-    after it ranks exactly from the kept vectors, without Chroma's HNSW query. A store
-    closed during that read stops after the page under way."""
+    after it ranks exactly from the kept vectors, without Chroma's HNSW query. Each
+    page's records serve the searches beside the read at once. A store closed during
+    that read stops after the page under way."""
     monkeypatch.setattr(_chroma_search, "VECTOR_PAGE_SIZE", 4)
     writer = await make_store()
     key = UserKey("app", "paged")
@@ -1059,9 +1060,15 @@ async def test_listing_the_newest_reads_the_user_s_vectors_a_page_at_a_time(make
     q = contract.vec(1, 0.5, 0.2, 1, 0.1)
     exact = sorted(vectors, key=lambda mid: (-round(contract.cosine(vectors[mid], q), 6), mid))
 
-    async def counting(store: ChromaStore, gate: threading.Event | None = None) -> dict[str, int]:
+    async def counting(
+        store: ChromaStore, gate: threading.Event | None = None, seen: dict[str, list[Any]] | None = None
+    ) -> dict[str, int]:
+        """Counts the store's queries and pages of vectors; with ``seen``, also
+        keeps the IDs of each page ("pages") and of the records read apart ("records")."""
         collection = await store._ready()
         calls = {"query": 0, "pages": 0}
+        seen = seen if seen is not None else {}
+        seen.update(pages=[], records=[])
         real_query, real_get = collection.query, collection.get
 
         def query(**kwargs: Any) -> Any:
@@ -1074,8 +1081,11 @@ async def test_listing_the_newest_reads_the_user_s_vectors_a_page_at_a_time(make
             elif "embeddings" in kwargs.get("include", []):
                 assert len(kwargs["ids"]) <= 4  # never the whole user in one response
                 calls["pages"] += 1
+                seen["pages"].append(list(kwargs["ids"]))
                 if gate is not None and calls["pages"] == 2:
                     assert gate.wait(10)
+            elif "documents" in kwargs.get("include", []):
+                seen["records"] += kwargs.get("ids") or ["(a filtered read)"]
             return real_get(**kwargs)
 
         collection.query, collection.get = query, get
@@ -1098,13 +1108,22 @@ async def test_listing_the_newest_reads_the_user_s_vectors_a_page_at_a_time(make
 
     gate = threading.Event()
     closing = await make_store()
-    calls = await counting(closing, gate)
+    seen: dict[str, list[Any]] = {}
+    calls = await counting(closing, gate, seen)
     await closing.list(key, limit=3)
     for _ in range(200):
         if calls["pages"] == 2:
             break
         await asyncio.sleep(0.01)
     assert calls["pages"] == 2  # the second page waits at the gate
+    # The first page's records serve a search beside the read: none is asked for again.
+    first_page = seen["pages"][0]
+    stats = await closing._user_stats(key)
+    assert stats is not None
+    seen["records"].clear()
+    found = await closing._active_entries(key, stats.version, first_page)
+    assert [closing.record_id(key, e.id) for e in found] == first_page
+    assert seen["records"] == []
     await closing.close()
     gate.set()
     await asyncio.sleep(0.3)
