@@ -120,6 +120,49 @@ def test_stemming_lets_keyword_matches_cross_word_forms() -> None:
     assert S.stem_text("Running Dogs") == "run dog"
 
 
+def test_the_words_that_frame_a_question_match_nothing_in_hybrid_search() -> None:
+    """Hybrid search's keyword side drops a question's function words ("who", "my",
+    "at": NLTK's English list): they matched memories as content words do, and
+    ranked memories holding "at" or "who" above the one that answers."""
+    friend = entry(1, "Owen's best friend from university is Raj")
+    early = entry(2, "Owen gets up at six o'clock every weekday")
+    teacher = entry(3, "Harriet is a primary school teacher who teaches Year 4")
+    question = "Who was my closest mate at uni?"
+    assert S.lexical_scores([early, teacher], question) == [0.0, 0.0]
+    # Keyword search keeps the reference's scoring and its 22 stopwords: they match there.
+    assert all(score > 0 for score in S.score_entries([early, teacher], question))
+    everything = [friend, early, teacher]
+    dense = [friend.with_score(0.45), early.with_score(0.3), teacher.with_score(0.29)]
+    ranking = S.HybridRanking(everything, dense, question, dense_complete=True, background_alpha=None)
+    assert [r.id for r in ranking.results(SearchOptions())] == ["m1", "m2", "m3"]
+    assert ranking.score("m2") == pytest.approx(0.6 * 0.3)  # its meaning alone
+    # Content words still match, in any form; a question of function words alone keeps them.
+    assert S.lexical_scores([friend], "Where did my best friends study?")[0] > 0
+    assert S.lexical_scores([entry(4, "Who am I? A nurse in Berlin")], "who am I")[0] > 0
+    assert S.lexical_query("Do I own a car?").split() == ["car?"]
+
+
+def test_word_pieces_do_not_rank_a_memory_in_the_other_script() -> None:
+    """The word pieces (MiniLM's) read no Chinese: against an English question a
+    Chinese memory's piece similarity is noise, so its weight goes to the memory's
+    meaning. It ranked the memory that answers under unrelated ones and under the
+    relevance floor ("What's my cat called?" found nothing)."""
+    e5 = S.calibration_for(type("E", (), {"name": "multilingual-e5-small"})())
+    cat = entry(1, "伟明养了一只橘猫，名字叫土豆。")
+    bank = entry(2, "伟明的妻子周雯在银行做柜员。")
+    job = entry(3, "Weiming works as a back-end developer")
+    memories = [cat, bank, job]
+    dense = [cat.with_score(0.80), bank.with_score(0.72), job.with_score(0.74)]
+    ranking = S.HybridRanking(memories, dense, "What's my cat called?", dense_complete=True, calibration=e5)
+    w_dense, _, w_tokens = S.HYBRID_WEIGHTS
+    ranking.set_token_similarities({"m1": 0.05, "m2": 0.6, "m3": 0.3})
+    assert ranking.score("m1") == pytest.approx((w_dense + w_tokens) * e5.relevance(0.80))
+    assert ranking.score("m2") == pytest.approx((w_dense + w_tokens) * e5.relevance(0.72))
+    # A memory in the query's own script keeps its piece similarity.
+    assert ranking.score("m3") == pytest.approx(w_dense * e5.relevance(0.74) + w_tokens * 0.3)
+    assert [r.id for r in ranking.results(SearchOptions())] == ["m1", "m3"]
+
+
 def test_a_keyword_only_candidate_gets_at_most_the_last_dense_score() -> None:
     near, far = entry(1, "alpha"), entry(2, "lexical beta")
     ranking = S.HybridRanking([near, far], [near.with_score(0.6)], "lexical")

@@ -38,7 +38,7 @@ from .fusion import (
 )
 from .keyword import MIN_KEYWORD_SCORE, keyword_search, lexical_scores, score_entries
 from .results import DEFAULT_MAX_RESULTS, MIN_KIND_FALLBACK_RESULTS, dense_results, matches_filters
-from .tokens import build_search_tokens, jaccard_tokens, latin_share, stem_text
+from .tokens import build_search_tokens, jaccard_tokens, latin_share, lexical_query, stem_text
 
 __all__ = [
     "CALIBRATIONS",
@@ -63,6 +63,7 @@ __all__ = [
     "jaccard_tokens",
     "keyword_search",
     "latin_share",
+    "lexical_query",
     "lexical_scores",
     "load_name_tagger",
     "matches_filters",

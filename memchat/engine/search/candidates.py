@@ -68,7 +68,7 @@ from .keyword import (
     _TOPIC_FIELD_WEIGHT,
     _query_info,
 )
-from .tokens import _trim, stem_text
+from .tokens import _trim, lexical_query
 
 __all__ = ["KEYWORD_CANDIDATES", "CandidatePlan", "Chosen", "KeywordPlanner", "NewestFirst"]
 
@@ -309,7 +309,7 @@ class KeywordPlanner:
         self, query: str, space: str, limit: int | None = KEYWORD_CANDIDATES, depth: int | None = None
     ) -> None:
         # The query as the space's scorer reads it (keyword_search / lexical_scores).
-        text = _trim(query) if space == KEYWORD_SPACE else _trim(stem_text(query))
+        text = _trim(query) if space == KEYWORD_SPACE else _trim(lexical_query(query))
         info = _query_info(text)
         self.space = space
         self.tokens = tuple(zip(info.tokens, info.weights, strict=True))

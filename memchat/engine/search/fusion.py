@@ -267,6 +267,9 @@ class HybridRanking:
         self.query = query
         self.calibration = calibration
         share = latin_share(query)
+        self._query_cjk = share < 0.5
+        #: Memory ID → whether its text is in the other script than the query's.
+        self._other_script: dict[str, bool] = {}
         dense_share = 1.0 if calibration.reads_cjk else share
         w_dense, w_keyword, w_tokens = weights
         # A model that cannot read CJK hands its weight to the keyword side (the token
@@ -395,10 +398,19 @@ class HybridRanking:
         """The candidate's fused relevance in [0, 1]."""
         return self._scores[memory_id]
 
+    def _in_other_script(self, memory_id: str) -> bool:
+        found = self._other_script.get(memory_id)
+        if found is None:
+            found = (latin_share(self.entries[memory_id].memory.text) < 0.5) != self._query_cjk
+            self._other_script[memory_id] = found
+        return found
+
     def _compute(self, memory_id: str) -> float:
         dense = self.dense.get(memory_id, self.dense_floor)
         keyword = self.keyword.get(memory_id, 0.0)
         token = self.tokens.get(memory_id)
+        if token is not None and self._in_other_script(memory_id):
+            token = None  # the word pieces cannot read it: their weight goes to dense
         if token is None:
             relevance = (self.w_dense + self.w_tokens) * dense + self.w_keyword * keyword
         else:

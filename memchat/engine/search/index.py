@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .keyword import _field_stats, _query_info, _stemmed_memory, _topic_stats_cached
-from .tokens import _trim, stem_text
+from .tokens import _trim, lexical_query
 
 __all__ = [
     "INDEX_VERSION",
@@ -156,7 +156,7 @@ def query_terms(query: str, space: str) -> tuple[str, ...] | None:
     ranking needs a scan (no token to look up: the raw-substring fallback)."""
     query = query or ""
     # As the scorers read it: keyword_search trims the query, lexical_scores stems it first.
-    trimmed = _trim(query) if space == KEYWORD_SPACE else _trim(stem_text(query))
+    trimmed = _trim(query) if space == KEYWORD_SPACE else _trim(lexical_query(query))
     if not trimmed:
         return None
     info = _query_info(trimmed)

@@ -36,6 +36,7 @@ from .tokens import (
     _primary_tokens,
     _search_tokens,
     _trim,
+    lexical_query,
     stem_text,
 )
 
@@ -358,7 +359,7 @@ def lexical_scores(entries: Sequence[Entry], query: str, stats: KeywordStats | N
     """The keyword score (§4.1.3, in [0, 1]) of each entry over stemmed text
     (``stats``: the collection's, in the stemmed space, as for score_entries)."""
     views = [_StemmedView(_stemmed_memory(e.memory.text, tuple(e.memory.topics or ()))) for e in entries]
-    return score_entries(views, stem_text(query), stats)  # type: ignore[arg-type]
+    return score_entries(views, lexical_query(query), stats)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------

@@ -25,6 +25,7 @@ __all__ = [
     "build_search_tokens",
     "jaccard_tokens",
     "latin_share",
+    "lexical_query",
     "stem_text",
 ]
 
@@ -361,6 +362,51 @@ def _stem_word(word: str) -> str:
 def stem_text(text: str) -> str:
     """``text`` lower-cased with every Latin word replaced by its English stem."""
     return _LATIN_WORD_RE.sub(lambda m: _stem_word(m.group(0).lower()), text)
+
+
+#: English function words: NLTK's English stopword list (179 words; its
+#: contractions as the word pieces ``_LATIN_WORD_RE`` cuts them into). A standard
+#: list, not one fitted to memchat's data.
+FUNCTION_WORDS = frozenset(
+    [
+        "i", "me", "my", "myself", "we", "our", "ours", "ourselves", "you", "your", "yours", "yourself",
+        "yourselves", "he", "him", "his", "himself", "she", "her", "hers", "herself", "it", "its",
+        "itself", "they", "them", "their", "theirs", "themselves", "what", "which", "who", "whom",
+        "this", "that", "these", "those", "am", "is", "are", "was", "were", "be", "been", "being",
+        "have", "has", "had", "having", "do", "does", "did", "doing", "a", "an", "the", "and", "but",
+        "if", "or", "because", "as", "until", "while", "of", "at", "by", "for", "with", "about",
+        "against", "between", "into", "through", "during", "before", "after", "above", "below", "to",
+        "from", "up", "down", "in", "out", "on", "off", "over", "under", "again", "further", "then",
+        "once", "here", "there", "when", "where", "why", "how", "all", "any", "both", "each", "few",
+        "more", "most", "other", "some", "such", "no", "nor", "not", "only", "own", "same", "so",
+        "than", "too", "very", "s", "t", "can", "will", "just", "don", "should", "now", "d", "ll", "m",
+        "o", "re", "ve", "y", "ain", "aren", "couldn", "didn", "doesn", "hadn", "hasn", "haven", "isn",
+        "ma", "mightn", "mustn", "needn", "shan", "shouldn", "wasn", "weren", "won", "wouldn",
+    ]
+)  # fmt: skip
+
+
+def _blank_function_word(match: re.Match[str]) -> str:
+    return " " if match.group(0).lower() in FUNCTION_WORDS else match.group(0)
+
+
+@lru_cache(maxsize=_QUERY_CACHE_SIZE)
+def lexical_query(query: str) -> str:
+    """A query as hybrid search's keyword side reads it: its English function words
+    dropped (unless nothing else is left) and every Latin word stemmed.
+
+    The reference's keyword scoring drops only 22 stopwords, so in a question the
+    words that frame it ("who", "my", "at", "how", "do") matched memories as any
+    content word does: "Who was my closest mate at uni?" ranked five memories
+    holding "at" or "who" above the one about a best friend from university. Only
+    the query loses them: the memories, their index and its statistics stay as
+    they are (keyword search keeps the reference's scoring)."""
+    words = _LATIN_WORD_RE.findall(query)
+    if any(w.lower() in FUNCTION_WORDS for w in words):
+        kept = _LATIN_WORD_RE.sub(_blank_function_word, query)
+        if _search_tokens(_trim(kept.lower())):  # something to look up is left
+            query = kept
+    return stem_text(query)
 
 
 def latin_share(query: str) -> float:
