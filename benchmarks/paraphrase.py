@@ -4,8 +4,11 @@
     .venv/bin/python benchmarks/paraphrase.py                         # inmemory, sqlite, sqlitevec
     .venv/bin/python benchmarks/paraphrase.py --backends redis,pgvector --misses
     python benchmarks/paraphrase.py --embedder minilm,e5              # pure cosine, no engine
+    .venv/bin/python benchmarks/paraphrase.py --data benchmarks/data/paraphrase_second.json
 
-The data (``benchmarks/data/paraphrase.json``) holds two users' memories — an
+The data (``benchmarks/data/paraphrase.json``; ``paraphrase_second.json`` is a
+second set of the same kind, written later by someone who never saw the first
+one's texts, to check that settings chosen on the first carry over) holds two users' memories — an
 English speaker (a few of her memories in Chinese) and a Chinese speaker (a
 few in English), with distractors: similar topics, other people — and
 questions, each naming the one memory that answers it. **No question shares a
