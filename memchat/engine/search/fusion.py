@@ -11,13 +11,15 @@ that are each an honest 0–1 similarity instead:
   calibration (dense.py: a ramp through two anchors measured on data);
 * ``keyword`` is the engine's keyword score (§4.1.3, in [0, 1]) over a stemmed
   view of query and memories (Snowball English on Latin words; CJK left to
-  jieba and the trigrams), IDF over the user's whole collection;
+  jieba and the trigrams), IDF over the user's whole collection; the query
+  loses its English function words first ("who", "my", "at": tokens.lexical_query);
 * ``token_similarity`` (late interaction) re-ranks the best ``HYBRID_RERANK_DEPTH``
   candidates when the embedder gives per-token vectors (the default's are
   static MiniLM word-piece vectors, engine/pieces.py: a lookup, no model run):
   the mean over the query's content pieces of their best cosine with a piece
   of the memory, each piece weighted by how rarely the candidates match it.
-  Without per-token vectors its weight goes to ``dense``.
+  Without per-token vectors, or for a memory in the other script than the
+  query's (MiniLM's pieces read no CJK), its weight goes to ``dense``.
 * ``floor · dense`` is the semantic floor: a memory whose meaning clearly
   answers the query (dense near 1) keeps a high relevance even when it shares
   no word with it, so the keyword side cannot bury it under memories that

@@ -22,6 +22,7 @@ from typing import Any
 __all__ = [
     "CJK_STOPWORDS",
     "ENGLISH_STOPWORDS",
+    "FUNCTION_WORDS",
     "build_search_tokens",
     "jaccard_tokens",
     "latin_share",
