@@ -270,8 +270,6 @@ class HybridRanking:
         self.calibration = calibration
         share = latin_share(query)
         self._query_cjk = share < 0.5
-        #: Memory ID → whether its text is in the other script than the query's.
-        self._other_script: dict[str, bool] = {}
         dense_share = 1.0 if calibration.reads_cjk else share
         w_dense, w_keyword, w_tokens = weights
         # A model that cannot read CJK hands its weight to the keyword side (the token
@@ -310,6 +308,8 @@ class HybridRanking:
         # with little meaning, higher) as a block: when every memory is here, each
         # script with at least three memories is centred on its own median, and the
         # spread is the pooled MAD around those centres.
+        #: Memory ID → whether its text is CJK: every dense candidate when each script
+        #: has its own background, else filled as the ranking asks (``_in_other_script``).
         self.script: dict[str, bool] = {}
         self.centres: dict[bool, float] = {}
         if self.background is not None and size <= min(len(self.cosine), HYBRID_SCRIPT_GROUPS_MAX):
@@ -328,7 +328,7 @@ class HybridRanking:
             ):
                 # Cross-language: a memory in the other script is ranked by how far it
                 # stands above its own block, moved onto the query's block.
-                mine = self.centres[share < 0.5]
+                mine = self.centres[self._query_cjk]
                 level = self._outlier_level()
                 for i, c in self.cosine.items():
                     shift = mine - self.centres[self.script[i]]
@@ -401,11 +401,10 @@ class HybridRanking:
         return self._scores[memory_id]
 
     def _in_other_script(self, memory_id: str) -> bool:
-        found = self._other_script.get(memory_id)
-        if found is None:
-            found = (latin_share(self.entries[memory_id].memory.text) < 0.5) != self._query_cjk
-            self._other_script[memory_id] = found
-        return found
+        cjk = self.script.get(memory_id)
+        if cjk is None:
+            cjk = self.script[memory_id] = latin_share(self.entries[memory_id].memory.text) < 0.5
+        return cjk != self._query_cjk
 
     def _compute(self, memory_id: str) -> float:
         dense = self.dense.get(memory_id, self.dense_floor)
