@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..model import ConfigError
+from ..products import rows_times_rows
 from .e5 import E5_IDENTITY
 from .files import check_file
 from .protocol import DEFAULT_DIMENSION
@@ -84,12 +85,13 @@ class BlendProjection:
                 raise ConfigError(
                     f"the blend projection {self.path} has the wrong shape {matrix.shape}: reinstall memchat"
                 )
-            self._matrix = matrix
+            self._matrix = np.ascontiguousarray(matrix.T)  # 384 × 896: one row per output
 
     def project(self, e5_rows: Any, use_rows: Any) -> Any:
         """Unit rows (float32, n × 384) of the blend."""
         import numpy as np
 
         self.load()
-        rows = side_by_side(e5_rows, use_rows) @ self._matrix
+        # Off BLAS's threads (engine/products.py): a query's product is small.
+        rows = rows_times_rows(side_by_side(e5_rows, use_rows), self._matrix)
         return rows / np.clip(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12, None)

