@@ -345,15 +345,15 @@ async def agent_flow() -> None:
     from memchat.agent.offline import OfflineModel
     from memchat.agent.runner import Runner
     from memchat.engine import MemoryService, UserKey
-    from memchat.engine.embedding import E5Embedder, default_embedder
+    from memchat.engine.embedding import DefaultEmbedder, E5Embedder, default_embedder
 
     data = json.loads(PARAPHRASE.read_text())
     embedder = default_embedder()
     requested: list[str] = []
     computed: list[str] = []
-    embed_query, run = E5Embedder.embed_query, E5Embedder._run
+    embed_query, run = DefaultEmbedder.embed_query, E5Embedder._run
 
-    async def recording(self: E5Embedder, texts: Sequence[str]) -> list[list[float]]:
+    async def recording(self: DefaultEmbedder, texts: Sequence[str]) -> list[list[float]]:
         requested.extend(texts)
         return await embed_query(self, texts)
 
@@ -362,7 +362,7 @@ async def agent_flow() -> None:
             computed.extend(texts)
         return run(self, texts, query)
 
-    E5Embedder.embed_query = recording  # type: ignore[method-assign]
+    DefaultEmbedder.embed_query = recording  # type: ignore[method-assign]
     E5Embedder._run = engine  # type: ignore[method-assign]
     turns = repeats = searches = runs = 0
     try:
@@ -371,7 +371,7 @@ async def agent_flow() -> None:
             for memory in held["memories"]:
                 await service.add(UserKey("embed-bench", user), memory["text"])
             for question in [q for q in data["questions"] if q["user"] == user]:
-                embedder.e5.forget_queries()  # one turn at a time: no help from other questions
+                embedder.forget_queries()  # one turn at a time: no help from other questions
                 runner = Runner(OfflineModel(), service, app="embed-bench", user=user, preload=3)
                 requested.clear()
                 computed.clear()
@@ -382,7 +382,7 @@ async def agent_flow() -> None:
                 repeats += len(requested) - len(set(requested))
                 runs += len(computed)
     finally:
-        E5Embedder.embed_query, E5Embedder._run = embed_query, run  # type: ignore[method-assign]
+        DefaultEmbedder.embed_query, E5Embedder._run = embed_query, run  # type: ignore[method-assign]
     print("\n## The agent flow: query texts embedded twice in one turn\n")
     print(
         f"{turns} turns (offline model, preload 3, the paraphrase questions): {searches} query "
@@ -391,12 +391,11 @@ async def agent_flow() -> None:
     )
     # What a repeat costs (the TUI's filter searching again after each memory change, a
     # question asked again): a lookup, shown apart, not as the speed of embedding.
-    e5 = embedder.e5
-    await e5.embed_query(["What is my kitten called?"])
+    await embedder.embed_query(["What is my kitten called?"])
     hits = []
     for _ in range(200):
         start = time.perf_counter()
-        await e5.embed_query(["What is my kitten called?"])
+        await embedder.embed_query(["What is my kitten called?"])
         hits.append((time.perf_counter() - start) * 1000)
     print(
         "A repeated query (a cache hit, not an embedding): "

@@ -239,7 +239,7 @@ async def search_rows(
         for name, op in ops.items():
             # The engine keeps its recent queries' vectors: empty that cache so every
             # mode embeds the query itself, as a new question does.
-            embedder.inner.e5.forget_queries()
+            embedder.inner.forget_queries()
             if add_between:
                 await svc.add(KEY, f"{text_for(offset + i)} (between searches {name} {i})")
             start = time.perf_counter()

