@@ -66,11 +66,9 @@ class DefaultEmbedder:
         from the cache (the vector made then: both models are deterministic)."""
         if not texts:
             return []
-        if len(texts) == 1 and (cached := self._queries.get(use_text(texts[0]))) is not None:
-            return [cached]
-        vectors = self.blend.project(self.e5.embed_query_sync(texts), self.use.embed_rows(texts)).tolist()
-        self._keep(texts, vectors)
-        return vectors
+        if (cached := self._cached(texts)) is not None:
+            return cached
+        return self._blended(texts, self.e5.embed_query_sync(texts), self.use.embed_rows(texts))
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
@@ -83,18 +81,25 @@ class DefaultEmbedder:
         texts = list(texts)
         # One chat turn often asks the same query twice (the preload's search, then the
         # model's memory_search): a cached vector needs no model and no worker thread.
-        if len(texts) == 1 and (cached := self._queries.get(use_text(texts[0]))) is not None:
-            return [cached]
+        if (cached := self._cached(texts)) is not None:
+            return cached
         e5_rows, use_rows = await asyncio.gather(
             self.e5.embed_query(texts), asyncio.to_thread(self.use.embed_rows, texts)
         )
-        vectors = self.blend.project(e5_rows, use_rows).tolist()
-        self._keep(texts, vectors)
-        return vectors
+        return self._blended(texts, e5_rows, use_rows)
 
-    def _keep(self, texts: Sequence[str], vectors: list[list[float]]) -> None:
+    def _cached(self, texts: Sequence[str]) -> list[list[float]] | None:
+        """The vector of a single query the models read before (both are deterministic)."""
+        if len(texts) == 1 and (cached := self._queries.get(use_text(texts[0]))) is not None:
+            return [cached]
+        return None
+
+    def _blended(self, texts: Sequence[str], e5_rows: Any, use_rows: Any) -> list[list[float]]:
+        """The queries' blended vectors, a single query's kept for its next search."""
+        vectors = self.blend.project(e5_rows, use_rows).tolist()
         if len(texts) == 1:
             self._queries.put(use_text(texts[0]), vectors[0], keep=E5_CACHED_QUERIES)
+        return vectors
 
     def forget_queries(self) -> None:
         """Empty the query caches, the blend's and e5's (a benchmark measures the
