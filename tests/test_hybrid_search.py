@@ -143,6 +143,22 @@ def test_the_words_that_frame_a_question_match_nothing_in_hybrid_search() -> Non
     assert S.lexical_query("Do I own a car?").split() == ["car?"]
 
 
+def test_light_verbs_in_a_question_match_nothing_in_hybrid_search() -> None:
+    """The light verbs "get" and "go" (SMART's stoplist has them, and the modals) frame a question
+    as "do" does: "How do I get to work?" ranked a wedding above the commute."""
+    commute = entry(1, "Owen cycles to the office along the canal")
+    wedding = entry(2, "Raj is getting married in Manchester in June")
+    question = "How do I get to work?"
+    assert S.lexical_query(question).split() == ["work?"]
+    assert S.lexical_scores([wedding], question) == [0.0]
+    dense = [commute.with_score(0.5), wedding.with_score(0.4)]
+    ranking = S.HybridRanking([commute, wedding], dense, question, dense_complete=True, background_alpha=None)
+    assert [r.id for r in ranking.results(SearchOptions())] == ["m1", "m2"]
+    # Where nothing else is left they still count, and other verbs stay content words.
+    assert S.lexical_query("where did I go").split() == ["where", "did", "i", "go"]
+    assert S.lexical_query("What would I like to eat?").split() == ["like", "eat?"]
+
+
 def test_word_pieces_do_not_rank_a_memory_in_the_other_script() -> None:
     """The word pieces (MiniLM's) read no Chinese: against an English question a
     Chinese memory's piece similarity is noise, so its weight goes to the memory's

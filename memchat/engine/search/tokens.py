@@ -366,10 +366,16 @@ def stem_text(text: str) -> str:
 
 
 #: English function words: NLTK's English stopword list (179 words; its
-#: contractions as the word pieces ``_LATIN_WORD_RE`` cuts them into). A standard
-#: list, not one fitted to memchat's data.
+#: contractions as the word pieces ``_LATIN_WORD_RE`` cuts them into), and what the
+#: SMART stoplist adds of the same kind: the modal verbs and the light verbs "get"
+#: and "go" in every form ("How do I get to work?" matched "Raj is getting married"
+#: by "get" alone). Standard lists, not words fitted to memchat's data; SMART's
+#: others ("like", "want", "new", "use") are content words in a question about a
+#: person, and taking them too lost LoCoMo questions (benchmarks/README.md).
 FUNCTION_WORDS = frozenset(
     [
+        "would", "could", "might", "must", "shall", "ought",
+        "get", "gets", "getting", "got", "gotten", "go", "goes", "going", "went", "gone",
         "i", "me", "my", "myself", "we", "our", "ours", "ourselves", "you", "your", "yours", "yourself",
         "yourselves", "he", "him", "his", "himself", "she", "her", "hers", "herself", "it", "its",
         "itself", "they", "them", "their", "theirs", "themselves", "what", "which", "who", "whom",
