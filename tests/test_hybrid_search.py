@@ -88,6 +88,25 @@ def test_the_relevance_floor_is_relative_to_the_querys_background() -> None:
     assert len(off.results(SearchOptions(max_results=50))) == 20
 
 
+def test_the_relevance_floor_never_hides_a_memory_that_scores_more_than_one_it_shows() -> None:
+    """A keyword match stays whatever its cosine; a memory that scores more than it
+    (here by its meaning, a little short of an outlier) is shown too. "What does my
+    father-in-law do for fun?" showed a memory about a favourite dish (a keyword
+    holder) and hid the best-scored one, about his fishing."""
+    e5 = S.calibration_for(type("E", (), {"name": "multilingual-e5-small"})())
+    cosines = [0.70 + 0.16 * i / 19 for i in range(20)]  # an even spread: no outlier
+    cosines[0], cosines[3] = 0.7084, 0.70
+    entries, dense = _collection(cosines)
+    ranking = S.HybridRanking(entries, dense, "topic3", dense_complete=True, calibration=e5)
+    results = ranking.results(SearchOptions())
+    assert [r.id for r in results] == ["m19", "m3"]
+    assert ranking.score("m18") < ranking.score("m3")  # scores less than what is shown: hidden
+    assert ranking.keyword.get("m19") is None and ranking.z_score("m19") < S.fusion.HYBRID_MIN_Z
+    # Without the keyword holder, nothing has evidence of its own: nothing is shown.
+    ranking = S.HybridRanking(entries, dense, "zzz", dense_complete=True, calibration=e5)
+    assert ranking.results(SearchOptions()) == []
+
+
 def test_the_background_is_fitted_from_the_nearest_memories_when_that_is_all_there_is() -> None:
     from statistics import NormalDist
 

@@ -37,7 +37,10 @@ own background — the median and robust spread (MAD) of the query's cosines ove
 the user's memories, per script (Latin / CJK) when every memory is at hand —
 by at least ``max(1.5, Φ⁻¹(1 − α/N))`` spreads (α = 2, N memories). A query that
 means nothing to this user (``zzz``) so finds nothing instead of every memory
-at 0.05–0.2. Cross-script: a memory in another script than the query's that
+at 0.05–0.2. The floor is then one score level: a candidate without evidence of
+its own stays if it scores at least as much as the least of those with it, so
+results never hide a memory that scores more than one they show.
+Cross-script: a memory in another script than the query's that
 stands out of its own script's background is ranked as if its block sat where
 the query's own script's block does (e5's cosines across languages sit lower as
 a block).
@@ -103,7 +106,8 @@ HYBRID_EPISODE_SEEDS = 3
 #: background: at least ``max(HYBRID_MIN_Z, Φ⁻¹(1 − α/N))`` robust standard
 #: deviations above the median cosine over the user's N memories (α =
 #: ``HYBRID_BACKGROUND_ALPHA``: about α memories of a normal background pass by
-#: chance). ``None`` turns the floor off.
+#: chance). A candidate scoring at least as much as one kept so stays too.
+#: ``None`` turns the floor off.
 HYBRID_BACKGROUND_ALPHA: float | None = 2.0
 #: The outlier level never sinks below this many spreads (small collections).
 HYBRID_MIN_Z = 1.5
@@ -119,6 +123,8 @@ HYBRID_BACKGROUND_MIN = 8
 #: The background's spread is at least this (cosine units), so a query whose
 #: cosines are all alike does not make every small difference an outlier.
 HYBRID_MIN_SPREAD = 0.005
+#: The least score above ``HYBRID_UNRELATED_RELEVANCE``.
+_ABOVE_UNRELATED = HYBRID_UNRELATED_RELEVANCE + 1e-12
 
 
 _MONTH_NAMES = (
@@ -364,6 +370,8 @@ class HybridRanking:
                     self.entries.setdefault(entry.id, entry)
         self.tokens: dict[str, float] = {}
         self._scores = {memory_id: self._compute(memory_id) for memory_id in self.entries}
+        #: (``_evident_level``,) once worked out for the current scores.
+        self._evident_least: tuple[float | None] | None = None
         #: The scores before the token re-rank (what chose its targets).
         self.first_scores = dict(self._scores)
         # Ties in the order results give them (newest first): the candidates worth a
@@ -453,6 +461,7 @@ class HybridRanking:
             if memory_id in self.entries:
                 self.tokens[memory_id] = min(max(float(value), 0.0), 1.0)
                 self._scores[memory_id] = self._compute(memory_id)
+        self._evident_least = None
 
     def z_score(self, memory_id: str) -> float | None:
         """How many background spreads the candidate's cosine stands above this
@@ -467,9 +476,18 @@ class HybridRanking:
         return (cosine - centre) / spread
 
     def relevant(self, memory_id: str) -> bool:
-        """The relevance floor: a keyword match (score ≥ ``MIN_KEYWORD_SCORE``) always
-        stays; otherwise the fused relevance must exceed an unrelated memory's and
-        the cosine must stand out of this query's background (module constants)."""
+        """The relevance floor: a candidate stays if it has evidence of its own
+        (:meth:`_evident`), or if it scores at least as much as one that has: a
+        result never hides a memory that scores more than one it shows."""
+        if self._evident(memory_id):
+            return True
+        level = self._evident_level()
+        return level is not None and self._scores[memory_id] >= level
+
+    def _evident(self, memory_id: str) -> bool:
+        """A keyword match (score ≥ ``MIN_KEYWORD_SCORE``), or a fused relevance above
+        an unrelated memory's with a cosine that stands out of this query's
+        background (module constants)."""
         alpha = self.background_alpha
         if alpha is None or self.keyword.get(memory_id, 0.0) >= MIN_KEYWORD_SCORE:
             return True
@@ -479,6 +497,15 @@ class HybridRanking:
             return True
         z = self.z_score(memory_id)
         return z is not None and z >= self._outlier_level()
+
+    def _evident_level(self) -> float | None:
+        """The least score of a candidate with evidence of its own, never at or below
+        an unrelated memory's (None: no candidate has any). Scores change with the
+        token re-rank, so this is worked out again after it."""
+        if self._evident_least is None:
+            least = min((s for i, s in self._scores.items() if self._evident(i)), default=None)
+            self._evident_least = (None if least is None else max(least, _ABOVE_UNRELATED),)
+        return self._evident_least[0]
 
     def _outlier_level(self) -> float:
         alpha = self.background_alpha if self.background_alpha is not None else HYBRID_BACKGROUND_ALPHA
@@ -509,7 +536,14 @@ class HybridRanking:
         lift their episode."""
         margin = 1e-9
         floor_drops = self.background_alpha is not None and self.background is not None
-        kept_from = MIN_KEYWORD_SCORE if floor_drops else 0.0  # below: no cosine, no keyword match
+        # Kept from: a keyword match, or the score of a candidate with evidence of its
+        # own (a holder with no cosine has none of its own below a keyword match).
+        kept_from = MIN_KEYWORD_SCORE if floor_drops else 0.0
+        evident_level = self._evident_level() if floor_drops else None
+        if evident_level is not None:
+            reach = self._keyword_for(evident_level - margin)
+            if reach is not None:
+                kept_from = min(kept_from, reach)
         needed: list[float] = []
 
         def at_least(level: float | None) -> None:
