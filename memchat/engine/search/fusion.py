@@ -57,6 +57,7 @@ Settings chosen on LoCoMo and the paraphrase set (benchmarks/README.md).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
@@ -123,8 +124,6 @@ HYBRID_BACKGROUND_MIN = 8
 #: The background's spread is at least this (cosine units), so a query whose
 #: cosines are all alike does not make every small difference an outlier.
 HYBRID_MIN_SPREAD = 0.005
-#: The least score above ``HYBRID_UNRELATED_RELEVANCE``.
-_ABOVE_UNRELATED = HYBRID_UNRELATED_RELEVANCE + 1e-12
 
 
 _MONTH_NAMES = (
@@ -370,7 +369,7 @@ class HybridRanking:
                     self.entries.setdefault(entry.id, entry)
         self.tokens: dict[str, float] = {}
         self._scores = {memory_id: self._compute(memory_id) for memory_id in self.entries}
-        #: (``_evident_level``,) once worked out for the current scores.
+        #: (``_evident_level()``,) once worked out for the current scores.
         self._evident_least: tuple[float | None] | None = None
         #: The scores before the token re-rank (what chose its targets).
         self.first_scores = dict(self._scores)
@@ -499,12 +498,13 @@ class HybridRanking:
         return z is not None and z >= self._outlier_level()
 
     def _evident_level(self) -> float | None:
-        """The least score of a candidate with evidence of its own, never at or below
-        an unrelated memory's (None: no candidate has any). Scores change with the
-        token re-rank, so this is worked out again after it."""
+        """The least score of a candidate with evidence of its own, and never an
+        unrelated memory's or less (None: no candidate has any). Scores change with
+        the token re-rank, so this is worked out again after it."""
         if self._evident_least is None:
             least = min((s for i, s in self._scores.items() if self._evident(i)), default=None)
-            self._evident_least = (None if least is None else max(least, _ABOVE_UNRELATED),)
+            above_unrelated = math.nextafter(HYBRID_UNRELATED_RELEVANCE, 1.0)
+            self._evident_least = (None if least is None else max(least, above_unrelated),)
         return self._evident_least[0]
 
     def _outlier_level(self) -> float:
