@@ -243,6 +243,10 @@ def test_dense_calibration_is_increasing_with_anchors_at_0_1_and_0_9() -> None:
         ("What did we plan on 2024-05-10", datetime(2024, 5, 9), datetime(2024, 5, 12)),
         ("What class did Maria start in December 2023?", datetime(2023, 12, 1), datetime(2024, 1, 8)),
         ("How often did Melanie go to the beach in 2023?", datetime(2023, 1, 1), datetime(2024, 1, 8)),
+        # A comma with no space after it still separates the day from the year.
+        ("Where was the photo from December 1,2023 taken?", datetime(2023, 11, 30), datetime(2023, 12, 3)),
+        ("What did Tim read on 8th December,2023?", datetime(2023, 12, 7), datetime(2023, 12, 10)),
+        ("What did Tim learn in December,2023?", datetime(2023, 12, 1), datetime(2024, 1, 8)),
     ],
 )
 def test_dates_named_in_the_query(query: str, start: datetime, end: datetime) -> None:

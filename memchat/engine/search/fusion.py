@@ -132,10 +132,12 @@ _MONTH_NAMES = (
 )  # fmt: skip
 _MONTHS = {name: i + 1 for i, name in enumerate(_MONTH_NAMES)}
 _MONTH_ALT = "|".join([*_MONTHS, *(m[:3] for m in _MONTHS if m != "may")])
-_DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+({_MONTH_ALT})\.?,?\s+(\d{{4}})\b")
-_MONTH_DAY_YEAR = re.compile(rf"\b({_MONTH_ALT})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?,?\s+(\d{{4}})\b")
+#: Between a date's parts: spaces, or a comma with or without them ("December 1,2023").
+_SEP = r"(?:\s*,\s*|\s+)"
+_DAY_MONTH_YEAR = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+({_MONTH_ALT})\.?{_SEP}(\d{{4}})\b")
+_MONTH_DAY_YEAR = re.compile(rf"\b({_MONTH_ALT})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?{_SEP}(\d{{4}})\b")
 _ISO_DATE = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
-_MONTH_YEAR = re.compile(rf"\b({_MONTH_ALT})\.?,?\s+(\d{{4}})\b")
+_MONTH_YEAR = re.compile(rf"\b({_MONTH_ALT})\.?{_SEP}(\d{{4}})\b")
 _YEAR = re.compile(r"(?<![\d-])((?:19|20)\d\d)(?![\d-])")
 #: Slack after a named period: an event is often recorded a few days after it happened.
 _PERIOD_SLACK_DAYS = 7
