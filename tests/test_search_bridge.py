@@ -30,6 +30,13 @@ def held(*texts: str) -> list[Entry]:
         ("What does Alice's sister do?", None),  # not the user's
         ("What is my job?", None),
         ("我们公司在哪？", None),
+        # The user is the one the memories are about: "the user's" is "my".
+        ("Which medicine is the user's partner on?", "partner"),
+        ("user's wife job", "wife"),
+        ("用户的女儿是做什么的？", "daughter"),
+        # A short "…的" may stand between; a relation before it is the user's own.
+        ("我最亲近的闺蜜是谁？", "friend"),
+        ("我朋友的妈妈住哪？", "friend"),
     ],
 )
 def test_only_a_first_person_relation_asks_who(query, relation) -> None:
@@ -67,6 +74,13 @@ def test_the_most_named_person_in_the_question_s_language_wins() -> None:
     memories = held("Sam's wife Priya plays the viola.", "我和老公王磊住在杭州。", "王磊是我爱人。")
     assert bridge("我爱人平时做什么运动？", memories).query == "王磊平时做什么运动？"
     assert bridge("What does my partner play?", memories).name == "Priya"
+
+
+def test_a_chinese_name_of_prefix_and_surname_is_a_name() -> None:
+    """jieba cuts 老陈 into 老 + 陈; the name is both."""
+    memories = held("周海燕的丈夫老陈对花粉过敏。", "周海燕的好朋友小刘在银行上班。")
+    assert bridge("告诉我老公是干什么的", memories).query == "告诉老陈是干什么的"
+    assert bridge("我最亲近的闺蜜是谁？", memories).name == "小刘"
 
 
 def test_merging_keeps_each_memory_at_its_better_score() -> None:

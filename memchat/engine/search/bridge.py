@@ -71,10 +71,19 @@ _GROUP_OF = {word: group for group, words in RELATIONS.items() for word in words
 _LATIN = sorted((w for w in _GROUP_OF if not HAN_RE.search(w)), key=len, reverse=True)
 _HAN = sorted((w for w in _GROUP_OF if HAN_RE.search(w)), key=len, reverse=True)
 #: "my sister", "my older sister", "my best friend's" (one word may come between).
+#: "The user's sister" is the same person: the user is the one these memories are
+#: about, and a model searching for them (memory_search) often writes so.
 MY_RELATION_EN = re.compile(
-    r"\bmy\s+(?:[a-z-]+\s+)?(" + "|".join(map(re.escape, _LATIN)) + r")(?:s|es)?\b", re.IGNORECASE
+    r"\b(?:my|(?:the\s+)?user['’]s)\s+(?:[a-z-]+\s+)?(" + "|".join(map(re.escape, _LATIN)) + r")(?:s|es)?\b",
+    re.IGNORECASE,
 )
-MY_RELATION_ZH = re.compile(r"我的?(" + "|".join(map(re.escape, _HAN)) + ")")
+#: "我妹妹", "我的老公", "用户的女儿", and with a short "…的" between: "我最亲近的闺蜜"
+#: (tried last: in "我朋友的妈妈" the user's relation is the friend).
+MY_RELATION_ZH = re.compile(
+    r"(?:我|用户)的?(?:[^\s的，。？！,.?!]{1,4}的)??(" + "|".join(map(re.escape, _HAN)) + ")"
+)
+#: Before a one-character surname, these make a name: 老陈, 小刘, 阿芳.
+_HAN_NAME_PREFIXES = frozenset({"老", "小", "阿"})
 _WORD = re.compile(r"[\w'’-]+")
 #: A capitalised word after one of these is a place or a firm ("a friend in Berlin").
 _PLACE_BEFORE = frozenset({"in", "at", "from", "to", "near", "of", "on", "for", "into", "by"})
@@ -151,7 +160,12 @@ def _latin_name(text: str, group: str) -> str | None:
 
 
 def _han_name(text: str, group: str, posseg: Any) -> str | None:
-    pairs = [(p.word, p.flag) for p in posseg.cut(text)]
+    pairs: list[tuple[str, str]] = []
+    for p in posseg.cut(text):
+        if p.flag == "nr" and len(p.word) == 1 and pairs and pairs[-1][0] in _HAN_NAME_PREFIXES:
+            pairs[-1] = (pairs[-1][0] + p.word, "nr")  # jieba splits 老陈 into 老 + 陈
+        else:
+            pairs.append((p.word, p.flag))
     for i, (word, _) in enumerate(pairs):
         if _GROUP_OF.get(word) not in MATCHES[group]:
             continue
