@@ -58,6 +58,12 @@ def test_the_name_is_the_relation_s_not_its_owner_s(memory) -> None:
     assert found is not None and found.query == "How many dogs does Emma have?"
 
 
+def test_a_chinese_name_before_de_owns_the_relation() -> None:
+    assert bridge("我妈妈身体怎么样？", held("周海燕的妈妈住在绍兴，患有糖尿病。")) is None
+    found = bridge("我妈妈身体怎么样？", held("周海燕的妈妈王秀英住在绍兴。"))
+    assert found is not None and found.name == "王秀英"
+
+
 def test_a_gendered_question_does_not_take_the_other_gender() -> None:
     memories = held("Alice lives with her husband Tom.", "Alice's partner Sam plays chess.")
     assert bridge("What does my wife like?", memories).name == "Sam"  # a partner may be a wife

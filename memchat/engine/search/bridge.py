@@ -164,13 +164,17 @@ def _han_name(text: str, group: str, posseg: Any) -> str | None:
     for p in posseg.cut(text):
         if p.flag == "nr" and len(p.word) == 1 and pairs and pairs[-1][0] in _HAN_NAME_PREFIXES:
             pairs[-1] = (pairs[-1][0] + p.word, "nr")  # jieba splits 老陈 into 老 + 陈
+        elif p.flag == "nr" and pairs and pairs[-1][1] == "nr" and len(pairs[-1][0]) == 1:
+            pairs[-1] = (pairs[-1][0] + p.word, "nr")  # and 王秀英 into the surname + 秀英
         else:
             pairs.append((p.word, p.flag))
     for i, (word, _) in enumerate(pairs):
         if _GROUP_OF.get(word) not in MATCHES[group]:
             continue
         for j in _nearest_first(i, len(pairs)):
-            if pairs[j][1] == "nr" and len(pairs[j][0]) >= 2:
+            # "周海燕的妈妈": a name with 的 before the relation is its owner, not the mother.
+            owner = j < i and any(w == "的" for w, _ in pairs[j + 1 : i])
+            if pairs[j][1] == "nr" and len(pairs[j][0]) >= 2 and not owner:
                 return pairs[j][0]
     return None
 
