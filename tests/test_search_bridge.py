@@ -153,3 +153,19 @@ async def test_a_bridged_search_that_fails_stops_its_other_half(monkeypatch) -> 
         await asyncio.wait_for(svc.search(UserKey("app", "user"), "How many dogs does my sister have?"), 5)
     assert cancelled.is_set()
     await svc.close()
+
+
+async def test_a_chinese_question_finds_the_person_in_english_memories() -> None:
+    """A Chinese speaker's memories may be in English: "用户的女儿" is looked up
+    with "daughter" too, and the question asked again about Hannah."""
+    from backends import create
+    from memchat.engine import NO_EMBEDDER, MemoryService, SearchOptions, UserKey
+
+    svc = MemoryService(create("inmemory"), embedder=NO_EMBEDDER)
+    key = UserKey("app", "user")
+    await svc.add(key, "Eleanor's daughter Hannah keeps two rabbits in Leeds.")
+    await svc.add(key, "Hannah works as a paramedic.")
+    await svc.add(key, "Eleanor runs a sheep farm.")
+    found = await svc.search(key, "用户的女儿是做什么的？", SearchOptions(mode="keyword"))
+    assert "Hannah works as a paramedic." in [e.memory.text for e in found]
+    await svc.close()

@@ -109,13 +109,15 @@ class Bridge:
 
 
 def relation_words(query: str, group: str) -> str:
-    """The words a memory may name relation ``group`` with, in the query's script: a
-    Chinese question reads the memories with 对象, 伴侣…, an English one those with
-    partner, wife… (Han text would load jieba's dictionary, a second of work, for
-    an English question: on the event loop when an extraction searches)."""
-    han = bool(HAN_RE.search(query))
-    words = (w for g in MATCHES[group] for w in RELATIONS[g])
-    return " ".join(w for w in words if bool(HAN_RE.search(w)) == han)
+    """The words a memory may name relation ``group`` with: a Chinese question reads
+    the memories with 对象, 伴侣… and with partner, wife… (a Chinese speaker's
+    English memories name them too), an English one only those with partner,
+    wife… (Han text would load jieba's dictionary, a second of work, for an
+    English question: on the event loop when an extraction searches)."""
+    words = [w for g in MATCHES[group] for w in RELATIONS[g]]
+    if HAN_RE.search(query):
+        return " ".join(words)
+    return " ".join(w for w in words if not HAN_RE.search(w))
 
 
 def relation_in(query: str) -> tuple[str, tuple[int, int]] | None:
