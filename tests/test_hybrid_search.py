@@ -107,6 +107,33 @@ def test_the_relevance_floor_never_hides_a_memory_that_scores_more_than_one_it_s
     assert ranking.results(SearchOptions()) == []
 
 
+def test_a_score_a_hair_below_the_floor_s_level_ties_with_it() -> None:
+    """The same text's cosine moves by about a percent between machines: a memory
+    scoring 1 % less than the least one shown is shown too, one 5 % less is not."""
+    e5 = S.calibration_for(type("E", (), {"name": "multilingual-e5-small"})())
+    cosines = [0.70 + 0.16 * i / 19 for i in range(20)]
+    cosines[3] = 0.70  # m3 holds the query's word: the least score with evidence
+    entries, dense = _collection(cosines)
+    ranking = S.HybridRanking(entries, dense, "topic3", dense_complete=True, calibration=e5)
+    level = ranking.score("m3")
+    weight = ranking.w_dense + ranking.w_tokens  # no keyword, no token look here
+
+    def cosine_scoring(target: float) -> float:
+        low, high = 0.0, 1.0
+        for _ in range(60):
+            mid = (low + high) / 2
+            low, high = (mid, high) if weight * e5.relevance(mid) < target else (low, mid)
+        return high
+
+    cosines[18], cosines[17] = cosine_scoring(level * 0.99), cosine_scoring(level * 0.95)
+    entries, dense = _collection(cosines)
+    ranking = S.HybridRanking(entries, dense, "topic3", dense_complete=True, calibration=e5)
+    assert ranking.score("m18") < ranking.score("m3") == pytest.approx(level)
+    assert max(ranking.z_score("m18"), ranking.z_score("m17")) < S.fusion.HYBRID_MIN_Z  # no evidence
+    shown = [r.id for r in ranking.results(SearchOptions())]
+    assert "m18" in shown and "m3" in shown and "m17" not in shown
+
+
 def test_the_background_is_fitted_from_the_nearest_memories_when_that_is_all_there_is() -> None:
     from statistics import NormalDist
 

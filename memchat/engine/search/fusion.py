@@ -112,6 +112,11 @@ HYBRID_EPISODE_SEEDS = 3
 HYBRID_BACKGROUND_ALPHA: float | None = 2.0
 #: The outlier level never sinks below this many spreads (small collections).
 HYBRID_MIN_Z = 1.5
+#: Scores this share or less below the least score with evidence of its own tie with
+#: it (the floor keeps them): the same text's cosines differ by about as much between
+#: machines (4-bit vectors, BLAS kernels), and a cut between 0.135 and 0.137 is
+#: a toss of the machine, not of the meaning (benchmarks/README.md, "Thirty-third session").
+HYBRID_LEVEL_TIE = 0.02
 #: Fused relevance a candidate must exceed: the calibration's "unrelated" anchor.
 HYBRID_UNRELATED_RELEVANCE = 0.1
 #: Rank a memory in the other script than the query's against its own block (see __init__).
@@ -500,13 +505,15 @@ class HybridRanking:
         return z is not None and z >= self._outlier_level()
 
     def _evident_level(self) -> float | None:
-        """The least score of a candidate with evidence of its own, and never an
-        unrelated memory's or less (None: no candidate has any). Scores change with
+        """The least score of a candidate with evidence of its own, less the share
+        that counts as a tie (``HYBRID_LEVEL_TIE``), and never an unrelated memory's
+        or less (None: no candidate has any). Scores change with
         the token re-rank, so this is worked out again after it."""
         if self._evident_least is None:
             least = min((s for i, s in self._scores.items() if self._evident(i)), default=None)
             above_unrelated = math.nextafter(HYBRID_UNRELATED_RELEVANCE, 1.0)
-            self._evident_least = (None if least is None else max(least, above_unrelated),)
+            tied = None if least is None else least * (1.0 - HYBRID_LEVEL_TIE)
+            self._evident_least = (None if tied is None else max(tied, above_unrelated),)
         return self._evident_least[0]
 
     def _outlier_level(self) -> float:
