@@ -38,8 +38,8 @@ the user's memories, per script (Latin / CJK) when every memory is at hand —
 by at least ``max(1.5, Φ⁻¹(1 − α/N))`` spreads (α = 2, N memories). A query that
 means nothing to this user (``zzz``) so finds nothing instead of every memory
 at 0.05–0.2. The floor is then one score level: a candidate without evidence of
-its own stays if it scores at least as much as the least of those with it, so
-results never hide a memory that scores more than one they show.
+its own stays if it scores at least as much as the least of those with it (less
+2 %, a tie), so results never hide a memory that scores more than one they show.
 Cross-script: a memory in another script than the query's that
 stands out of its own script's background is ranked as if its block sat where
 the query's own script's block does (e5's cosines across languages sit lower as
