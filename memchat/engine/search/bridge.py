@@ -164,10 +164,11 @@ def _latin_name(text: str, group: str) -> str | None:
 def _han_name(text: str, group: str, posseg: Any) -> str | None:
     pairs: list[tuple[str, str]] = []
     for p in posseg.cut(text):
-        if p.flag == "nr" and len(p.word) == 1 and pairs and pairs[-1][0] in _HAN_NAME_PREFIXES:
-            pairs[-1] = (pairs[-1][0] + p.word, "nr")  # jieba splits 老陈 into 老 + 陈
-        elif p.flag == "nr" and pairs and pairs[-1][1] == "nr" and len(pairs[-1][0]) == 1:
-            pairs[-1] = (pairs[-1][0] + p.word, "nr")  # and 王秀英 into the surname + 秀英
+        # jieba cuts 老陈 into 老 + 陈, and 王秀英 into the surname + 秀英: one name each.
+        prefix = pairs[-1] if pairs else ("", "")
+        surname = len(prefix[0]) == 1 and prefix[1] == "nr"
+        if p.flag == "nr" and (surname or (len(p.word) == 1 and prefix[0] in _HAN_NAME_PREFIXES)):
+            pairs[-1] = (prefix[0] + p.word, "nr")
         else:
             pairs.append((p.word, p.flag))
     for i, (word, _) in enumerate(pairs):

@@ -62,6 +62,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import cached_property
 from operator import itemgetter
 
 from memchat.engine.model import Entry, SearchOptions, utc
@@ -376,8 +377,6 @@ class HybridRanking:
                     self.entries.setdefault(entry.id, entry)
         self.tokens: dict[str, float] = {}
         self._scores = {memory_id: self._compute(memory_id) for memory_id in self.entries}
-        #: (``_evident_level()``,) once worked out for the current scores.
-        self._evident_least: tuple[float | None] | None = None
         #: The scores before the token re-rank (what chose its targets).
         self.first_scores = dict(self._scores)
         # Ties in the order results give them (newest first): the candidates worth a
@@ -467,7 +466,7 @@ class HybridRanking:
             if memory_id in self.entries:
                 self.tokens[memory_id] = min(max(float(value), 0.0), 1.0)
                 self._scores[memory_id] = self._compute(memory_id)
-        self._evident_least = None
+        self.__dict__.pop("_evident_level", None)  # the scores moved: worked out again
 
     def z_score(self, memory_id: str) -> float | None:
         """How many background spreads the candidate's cosine stands above this
@@ -487,7 +486,7 @@ class HybridRanking:
         result never hides a memory that scores more than one it shows."""
         if self._evident(memory_id):
             return True
-        level = self._evident_level()
+        level = self._evident_level
         return level is not None and self._scores[memory_id] >= level
 
     def _evident(self, memory_id: str) -> bool:
@@ -504,17 +503,16 @@ class HybridRanking:
         z = self.z_score(memory_id)
         return z is not None and z >= self._outlier_level()
 
+    @cached_property
     def _evident_level(self) -> float | None:
         """The least score of a candidate with evidence of its own, less the share
         that counts as a tie (``HYBRID_LEVEL_TIE``), and never an unrelated memory's
-        or less (None: no candidate has any). Scores change with
-        the token re-rank, so this is worked out again after it."""
-        if self._evident_least is None:
-            least = min((s for i, s in self._scores.items() if self._evident(i)), default=None)
-            above_unrelated = math.nextafter(HYBRID_UNRELATED_RELEVANCE, 1.0)
-            tied = None if least is None else least * (1.0 - HYBRID_LEVEL_TIE)
-            self._evident_least = (None if tied is None else max(tied, above_unrelated),)
-        return self._evident_least[0]
+        or less (None: no candidate has any). Scores change with the token re-rank,
+        which drops it to be worked out again."""
+        least = min((s for i, s in self._scores.items() if self._evident(i)), default=None)
+        if least is None:
+            return None
+        return max(least * (1.0 - HYBRID_LEVEL_TIE), math.nextafter(HYBRID_UNRELATED_RELEVANCE, 1.0))
 
     def _outlier_level(self) -> float:
         alpha = self.background_alpha if self.background_alpha is not None else HYBRID_BACKGROUND_ALPHA
@@ -548,7 +546,7 @@ class HybridRanking:
         # Kept from: a keyword match, or the score of a candidate with evidence of its
         # own (a holder with no cosine has none of its own below a keyword match).
         kept_from = MIN_KEYWORD_SCORE if floor_drops else 0.0
-        evident_level = self._evident_level() if floor_drops else None
+        evident_level = self._evident_level if floor_drops else None
         if evident_level is not None:
             reach = self._keyword_for(evident_level - margin)
             if reach is not None:
