@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, TypeVar, cast
 from . import search as keyword
 from . import validation
 from .model import SEARCH_KEYWORD, SEARCH_MODES, SEARCH_SEMANTIC, Entry, SearchOptions, UserKey
-from .search.bridge import BRIDGE_HOLDERS, bridge, merge, relation_in, relation_words
+from .search.bridge import BRIDGE_HOLDERS, HAN_RELATION_WORDS, bridge, merge, relation_in, relation_words
 from .search.candidates import KEYWORD_CANDIDATES, KeywordPlanner
 from .search.index import KEYWORD_SPACE, LEXICAL_SPACE, KeywordStats, query_terms
+from .search.request import without_request
 from .search.scope import one_search
 
 if TYPE_CHECKING:
@@ -156,6 +157,8 @@ class Retrieval:
 
     async def _search(self, key: UserKey, query: str, options: SearchOptions) -> list[Entry]:
         mode = options.resolved_mode(self.search_mode)
+        if mode != SEARCH_KEYWORD:  # keyword mode ranks the words as given (the reference's)
+            query = without_request(query, HAN_RELATION_WORDS)
         relation = None if options.order_by_event_time else relation_in(query)
         if relation is None:
             return await self._ranked(key, query, options, mode)

@@ -65,6 +65,28 @@ ALICE = [
 ]
 
 
+@pytest.mark.parametrize("mode", ["hybrid", "semantic"])
+async def test_a_request_ranks_as_the_question_it_carries(make_service, mode) -> None:
+    """ "Remind me…", "Tell me…", "告诉我…" carry no content: the question inside
+    finds the same memories at the same scores (the wrapper pulled the query's
+    meaning toward reminders and lowered every score)."""
+    svc = make_service()
+    for text in ALICE:
+        await svc.add(KEY, text)
+
+    async def ranked(query: str) -> list[tuple[str, float]]:
+        hits = await svc.search(KEY, query, SearchOptions(max_results=3, mode=mode))
+        return [(h.memory.text, round(h.score, 6)) for h in hits]
+
+    for request, question in [
+        ("Remind me where I grew up", "where I grew up"),
+        ("Can you tell me what instrument I play?", "what instrument I play?"),
+        ("告诉我我养了什么宠物", "我养了什么宠物"),
+    ]:
+        carried = await ranked(question)
+        assert carried and await ranked(request) == carried
+
+
 @pytest.mark.parametrize("query", ["zzz", "secret", "asdf qwerty", "哈哈"])
 async def test_a_nonsense_query_finds_nothing(make_service, query) -> None:
     """The relevance floor: no keyword match and no memory standing out of the

@@ -31,6 +31,7 @@ from .tokens import jieba_module
 
 __all__ = [
     "BRIDGE_HOLDERS",
+    "HAN_RELATION_WORDS",
     "MATCHES",
     "MY_RELATION_EN",
     "MY_RELATION_ZH",
@@ -70,6 +71,8 @@ MATCHES["partner"] = frozenset({"partner", "wife", "husband"})
 _GROUP_OF = {word: group for group, words in RELATIONS.items() for word in words}
 _LATIN = sorted((w for w in _GROUP_OF if not HAN_RE.search(w)), key=len, reverse=True)
 _HAN = sorted((w for w in _GROUP_OF if HAN_RE.search(w)), key=len, reverse=True)
+#: The Chinese relation words, longest first.
+HAN_RELATION_WORDS = tuple(_HAN)
 #: "my sister", "my older sister", "my best friend's" (one word may come between).
 #: "The user's sister" is the same person: the user is the one these memories are
 #: about, and a model searching for them (memory_search) often writes so.
