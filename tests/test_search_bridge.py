@@ -97,7 +97,8 @@ def test_merging_keeps_each_memory_at_its_better_score() -> None:
 
 def test_an_english_question_does_not_load_the_chinese_dictionary() -> None:
     """Loading jieba takes a second in the calling thread (the event loop, when the
-    extraction searches): an English relation question must not need it."""
+    extraction searches): an English relation question whose English memories name
+    the person must not need it (when they name no one, it loads in a thread)."""
     import subprocess
     import sys
 
@@ -168,4 +169,21 @@ async def test_a_chinese_question_finds_the_person_in_english_memories() -> None
     await svc.add(key, "Eleanor runs a sheep farm.")
     found = await svc.search(key, "用户的女儿是做什么的？", SearchOptions(mode="keyword"))
     assert "Hannah works as a paramedic." in [e.memory.text for e in found]
+    await svc.close()
+
+
+async def test_an_english_question_finds_the_person_in_chinese_memories() -> None:
+    """A bilingual user's husband may be named only in Chinese: when no English
+    memory names him, "my husband" is looked up with 老公, 丈夫… and the question
+    asked again about 王磊."""
+    from backends import create
+    from memchat.engine import NO_EMBEDDER, MemoryService, SearchOptions, UserKey
+
+    svc = MemoryService(create("inmemory"), embedder=NO_EMBEDDER)
+    key = UserKey("app", "user")
+    await svc.add(key, "我和老公王磊住在杭州。")
+    await svc.add(key, "王磊每天早上跑步五公里。")
+    await svc.add(key, "Sam lives in Leeds with his wife Priya.")
+    found = await svc.search(key, "How does my husband keep fit?", SearchOptions(mode="keyword"))
+    assert "王磊每天早上跑步五公里。" in [e.memory.text for e in found]
     await svc.close()

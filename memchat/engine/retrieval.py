@@ -16,7 +16,16 @@ from typing import TYPE_CHECKING, TypeVar, cast
 from . import search as keyword
 from . import validation
 from .model import SEARCH_KEYWORD, SEARCH_MODES, SEARCH_SEMANTIC, Entry, SearchOptions, UserKey
-from .search.bridge import BRIDGE_HOLDERS, HAN_RELATION_WORDS, bridge, merge, relation_in, relation_words
+from .search.bridge import (
+    BRIDGE_HOLDERS,
+    HAN_RE,
+    HAN_RELATION_WORDS,
+    bridge,
+    han_relation_words,
+    merge,
+    relation_in,
+    relation_words,
+)
 from .search.candidates import KEYWORD_CANDIDATES, KeywordPlanner
 from .search.index import KEYWORD_SPACE, LEXICAL_SPACE, KeywordStats, query_terms
 from .search.request import without_request
@@ -166,8 +175,16 @@ class Retrieval:
         async def about_the_person() -> list[Entry] | None:
             # "my sister", "我对象": who that is (the memories holding the relation's
             # words), then the question again about the person (search/bridge.py).
-            holders = await self._holders(key, relation_words(query, relation[0]))
+            group = relation[0]
+            holders = await self._holders(key, relation_words(query, group))
             found = bridge(query, holders, relation)
+            if found is None and not HAN_RE.search(query):
+                # "My husband" in English, and no English memory names him: a bilingual
+                # user's Chinese ones may ("老陈是…"). Their words need jieba's dictionary
+                # and name tagger: loaded in a thread, once (about a second).
+                await asyncio.to_thread(keyword.load_name_tagger)
+                holders = await self._holders(key, han_relation_words(group))
+                found = bridge(query, holders, relation)
             return None if found is None else await self._ranked(key, found.query, options, mode)
 
         # The question as asked and the question about the person do not depend on

@@ -177,6 +177,9 @@ async def test_a_question_about_my_wife_finds_what_the_memories_say_of_her(make_
     assert "Priya plays the viola in a string quartet." in theirs[:shown]
     brother_zh = await _texts(svc, "我哥哥在学什么乐器？", max_results=3, mode=mode)
     assert "Sam's brother Leo is learning the piano." in brother_zh[:3]
+    # An English question about "my husband", whom only the Chinese memories name.
+    husband = await _texts(svc, "How does my husband keep fit?", max_results=3, mode=mode)
+    assert "王磊每天早上跑步五公里。" in husband[:3]
     # Another relation, or someone else's wife, asks nothing more.
     brother = await _texts(svc, "What instrument does my brother play?", max_results=3, mode=mode)
     assert "Priya plays the viola in a string quartet." not in brother[:1]

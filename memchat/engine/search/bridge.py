@@ -31,6 +31,7 @@ from .tokens import jieba_module
 
 __all__ = [
     "BRIDGE_HOLDERS",
+    "HAN_RE",
     "HAN_RELATION_WORDS",
     "MATCHES",
     "MY_RELATION_EN",
@@ -38,6 +39,7 @@ __all__ = [
     "RELATIONS",
     "Bridge",
     "bridge",
+    "han_relation_words",
     "load_name_tagger",
     "merge",
     "relation_in",
@@ -114,13 +116,21 @@ class Bridge:
 def relation_words(query: str, group: str) -> str:
     """The words a memory may name relation ``group`` with: a Chinese question reads
     the memories with 对象, 伴侣… and with partner, wife… (a Chinese speaker's
-    English memories name them too), an English one only those with partner,
+    English memories name them too), an English one first only those with partner,
     wife… (Han text would load jieba's dictionary, a second of work, for an
-    English question: on the event loop when an extraction searches)."""
+    English question: on the event loop when an extraction searches); when they
+    name no one, the caller asks ``han_relation_words`` after loading it in a thread."""
     words = [w for g in MATCHES[group] for w in RELATIONS[g]]
     if HAN_RE.search(query):
         return " ".join(words)
     return " ".join(w for w in words if not HAN_RE.search(w))
+
+
+def han_relation_words(group: str) -> str:
+    """The Chinese words a memory may name relation ``group`` with (老公, 丈夫… for
+    "my husband"): an English question's second look, at a bilingual user's
+    Chinese memories."""
+    return " ".join(w for g in MATCHES[group] for w in RELATIONS[g] if HAN_RE.search(w))
 
 
 def relation_in(query: str) -> tuple[str, tuple[int, int]] | None:
