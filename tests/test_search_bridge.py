@@ -37,6 +37,15 @@ def held(*texts: str) -> list[Entry]:
         # A short "…的" may stand between; a relation before it is the user's own.
         ("我最亲近的闺蜜是谁？", "friend"),
         ("我朋友的妈妈住哪？", "friend"),
+        # Colloquial words, other first persons, "me and my …".
+        ("wheres my sis live", "sister"),
+        ("When was my hubby born?", "husband"),
+        ("What does my sibling do for a living?", "sibling"),
+        ("Which days does my kid go to nursery?", "child"),
+        ("俺跟媳妇儿啥时候领的证来着", "wife"),
+        ("我和老公去年去了哪里？", "husband"),
+        ("提醒我闺女哪天出生", "daughter"),
+        ("咱妈今年多大了？", "mother"),
     ],
 )
 def test_only_a_first_person_relation_asks_who(query, relation) -> None:
@@ -69,6 +78,15 @@ def test_a_gendered_question_does_not_take_the_other_gender() -> None:
     assert bridge("What does my wife like?", memories).name == "Sam"  # a partner may be a wife
     assert bridge("What does my partner like?", memories).name == "Tom"  # the better holder first
     assert bridge("What does my wife like?", held("Alice lives with her husband Tom.")) is None
+
+
+def test_a_sibling_or_a_child_is_a_brother_or_a_sister_a_son_or_a_daughter() -> None:
+    memories = held("Owen's older brother Gareth runs a pub in Swansea.")
+    assert bridge("What does my sibling do for a living?", memories).name == "Gareth"
+    assert bridge("What does my sister do for a living?", memories) is None
+    daughter = held("Alice's daughter Mia goes to nursery.")
+    assert bridge("Which days does my kid go to nursery?", daughter).name == "Mia"
+    assert bridge("Which days does my son go to nursery?", daughter) is None
 
 
 def test_a_job_title_or_a_place_is_not_taken_for_a_person() -> None:

@@ -49,27 +49,38 @@ __all__ = [
 #: Relation words by the relation they name (English singular forms; a plural
 #: "s" is accepted). A query's word and a memory's need only share the group.
 RELATIONS: dict[str, tuple[str, ...]] = {
-    "partner": ("partner", "spouse", "对象", "伴侣", "爱人"),
-    "wife": ("wife", "girlfriend", "fiancee", "fiancée", "老婆", "妻子", "女朋友", "女友", "未婚妻"),
-    "husband": ("husband", "boyfriend", "fiance", "fiancé", "老公", "丈夫", "男朋友", "男友", "未婚夫"),
-    "sister": ("sister", "姐姐", "妹妹"),
+    "partner": ("partner", "spouse", "对象", "伴侣", "爱人", "老伴", "另一半", "那口子"),
+    "wife": (
+        "wife", "wifey", "missus", "girlfriend", "fiancee", "fiancée",
+        "老婆", "妻子", "媳妇", "媳妇儿", "女朋友", "女友", "未婚妻",
+    ),
+    "husband": (
+        "husband", "hubby", "boyfriend", "fiance", "fiancé",
+        "老公", "丈夫", "男朋友", "男友", "未婚夫",
+    ),
+    "sibling": ("sibling", "兄弟姐妹"),
+    "sister": ("sister", "sis", "姐姐", "妹妹"),
     "brother": ("brother", "哥哥", "弟弟"),
     "mother": ("mother", "mom", "mum", "妈妈", "老妈", "妈", "母亲"),
     "father": ("father", "dad", "爸爸", "老爸", "爸", "父亲"),
+    "child": ("child", "kid", "孩子"),
     "son": ("son", "儿子"),
-    "daughter": ("daughter", "女儿"),
-    "friend": ("friend", "朋友", "好朋友", "闺蜜"),
-    "colleague": ("colleague", "coworker", "co-worker", "同事"),
+    "daughter": ("daughter", "女儿", "闺女"),
+    "friend": ("friend", "pal", "朋友", "好朋友", "闺蜜"),
+    "colleague": ("colleague", "coworker", "co-worker", "workmate", "同事"),
     # Not "manager": it is as often a job title ("a project manager at Siemens").
     "boss": ("boss", "老板", "领导", "上司"),
     "roommate": ("roommate", "flatmate", "housemate", "室友", "舍友"),
 }  # fmt: skip
 #: The relations a memory's word may name for a query's: "my partner" is a wife,
-#: a husband or a partner; "my wife" a wife or a partner.
-MATCHES: dict[str, frozenset[str]] = {
-    group: frozenset({group, "partner"} if group in ("wife", "husband") else {group}) for group in RELATIONS
-}
-MATCHES["partner"] = frozenset({"partner", "wife", "husband"})
+#: a husband or a partner; "my wife" a wife or a partner; "my sibling" a sister
+#: or a brother, "my child" a son or a daughter (and the other way round).
+_WIDER = {"partner": ("wife", "husband"), "sibling": ("sister", "brother"), "child": ("son", "daughter")}
+MATCHES: dict[str, frozenset[str]] = {group: frozenset({group}) for group in RELATIONS}
+for _wide, _narrow in _WIDER.items():
+    MATCHES[_wide] = frozenset({_wide, *_narrow})
+    for _group in _narrow:
+        MATCHES[_group] = MATCHES[_group] | {_wide}
 _GROUP_OF = {word: group for group, words in RELATIONS.items() for word in words}
 _LATIN = sorted((w for w in _GROUP_OF if not HAN_RE.search(w)), key=len, reverse=True)
 _HAN = sorted((w for w in _GROUP_OF if HAN_RE.search(w)), key=len, reverse=True)
@@ -82,10 +93,12 @@ MY_RELATION_EN = re.compile(
     r"\b(?:my|(?:the\s+)?user['’]s)\s+(?:[a-z-]+\s+)?(" + "|".join(map(re.escape, _LATIN)) + r")(?:s|es)?\b",
     re.IGNORECASE,
 )
-#: "我妹妹", "我的老公", "用户的女儿", and with a short "…的" between: "我最亲近的闺蜜"
-#: (tried last: in "我朋友的妈妈" the user's relation is the friend).
+#: "我妹妹", "我的老公", "俺媳妇", "用户的女儿", "我和老公" (my husband and I), and with
+#: a short "…的" between: "我最亲近的闺蜜" (tried last: in "我朋友的妈妈" the user's
+#: relation is the friend).
 MY_RELATION_ZH = re.compile(
-    r"(?:我|用户)的?(?:[^\s的，。？！,.?!]{1,4}的)??(" + "|".join(map(re.escape, _HAN)) + ")"
+    r"(?:我|俺|咱|用户)(?:的|和|跟|与)?(?:[^\s的，。？！,.?!]{1,4}的)??"
+    r"(" + "|".join(map(re.escape, _HAN)) + ")"
 )
 #: Before a one-character surname, these make a name: 老陈, 小刘, 阿芳.
 _HAN_NAME_PREFIXES = frozenset({"老", "小", "阿"})
