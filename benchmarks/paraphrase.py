@@ -6,12 +6,15 @@
     python benchmarks/paraphrase.py --embedder minilm,e5              # pure cosine, no engine
     .venv/bin/python benchmarks/paraphrase.py --data benchmarks/data/paraphrase_second.json
     .venv/bin/python benchmarks/paraphrase.py --data benchmarks/data/paraphrase_third.json
+    .venv/bin/python benchmarks/paraphrase.py --data benchmarks/data/paraphrase_fourth.json
 
 The data (``benchmarks/data/paraphrase.json``; ``paraphrase_second.json`` is a
 second set of the same kind, written later by someone who never saw the first
 one's texts, to check that settings chosen on the first carry over; ``paraphrase_third.json``
 a third, written blind too, whose questions vary in style: short search-style
-queries, "the user's …", requests, casual and misspelt phrasing) holds two users' memories — an
+queries, "the user's …", requests, casual and misspelt phrasing; ``paraphrase_fourth.json``
+a fourth of the same kind, about two other people, written blind later to check
+the third's changes) holds two users' memories — an
 English speaker (a few of her memories in Chinese) and a Chinese speaker (a
 few in English), with distractors: similar topics, other people — and
 questions, each naming the one memory that answers it. **No question shares a
