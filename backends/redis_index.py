@@ -43,6 +43,7 @@ from redis.client import NEVER_DECODE
 
 from memchat.engine.model import Entry, UserKey
 from memchat.engine.search.candidates import Chosen
+from memchat.engine.search.index import INDEX_VERSION as TOKENS_VERSION
 from memchat.engine.search.index import IndexRecord, KeywordStats, index_record
 from memchat.engine.vectors import IndexingProgress, report_progress
 
@@ -73,9 +74,11 @@ __all__ = [
     "record_of",
 ]
 
-#: The store's meta record of the index version its users' indexes were built with.
+#: The store's meta record of the index version its users' indexes were built with:
+#: this layout's number, then the engine's tokenisation (a store written with other
+#: tokens is indexed again on open, as the SQL and Chroma stores are).
 INDEX_META = "keyword_index"
-INDEX_VERSION = "4"
+INDEX_VERSION = f"4.{TOKENS_VERSION}"
 
 #: From this many postings of the query's terms a search ranks their holders in
 #: this process (numpy over the packed records) rather than in a Lua script: a

@@ -419,6 +419,24 @@ def test_chinese_memory_tokens():
     assert build_search_tokens("我喜欢什么") == ["喜欢", "什么"]
 
 
+def test_a_name_glued_to_the_next_word_is_a_token_too():
+    """jieba's search mode glues an unknown name to what follows it (林晓对, 孙浩和林晓);
+    the tagger's cut of the run adds the names (the glued run stays)."""
+    assert build_search_tokens("林晓对芒果过敏。") == ["林晓对", "林晓", "芒果", "过敏"]
+    assert {"孙浩", "林晓"} <= set(build_search_tokens("孙浩和林晓的结婚纪念日是5月20日。"))
+    # Read with what follows it: "孙浩养" alone is one three-rune name to the tagger.
+    assert "孙浩" in build_search_tokens("孙浩养了一只柯基犬，名叫馒头。")
+    assert build_search_tokens("林晓的生日在十月。") == ["林晓", "生日", "十月"]  # not glued: as before
+
+
+def test_a_chinese_name_finds_every_memory_that_names_it():
+    texts = ["林晓对芒果过敏。", "孙浩和林晓的结婚纪念日是5月20日。", "林晓的生日在十月。"]
+    texts.append("孙浩养了一只柯基犬。")
+    entries = [entry(f"m{i}", text) for i, text in enumerate(texts)]
+    assert sorted(ids(keyword_search(entries, "林晓", SearchOptions()))) == ["m0", "m1", "m2"]
+    assert sorted(ids(keyword_search(entries, "孙浩", SearchOptions()))) == ["m1", "m3"]
+
+
 def test_a_query_listing_alternatives_finds_a_memory_holding_one():
     memory = entry("zhang", ZHANG)
     # Only "喜欢" of the four query tokens matches. The reference's coverage 1/4 gave

@@ -1,8 +1,9 @@
 """Tokenisation (reference §4.1.1, §4.1.2): the one place text becomes search tokens.
 
 * lower-cased, trimmed text; Han text is segmented with jieba's search mode
-  (loaded lazily), kana/hangul text is split into raw CJK runs, and Latin
-  letter/digit runs are always added;
+  (loaded lazily; a run its HMM glued together is cut again by jieba's tagger,
+  so a name glued to the next word is a token too), kana/hangul text is split
+  into raw CJK runs, and Latin letter/digit runs are always added;
 * CJK trigrams, so unsegmented CJK still matches partially;
 * the token sets of near-duplicate detection (§4.1.5);
 * an English stemmer (Snowball, or a light suffix stripper) for hybrid search's
@@ -227,6 +228,22 @@ def _normalize_segment_token(token: str) -> str:
     return "".join(ch for ch in token if _flags(ch) & (_F_CJK | _F_WORD))
 
 
+#: An unknown run of at least this many runes is cut again by the tagger.
+_GLUED_MIN_RUNES = 3
+#: Runes after the run the tagger reads with it.
+_GLUED_CONTEXT = 2
+
+
+def _tagged_words(text: str) -> list[str]:
+    """``text`` as jieba's part-of-speech tagger cuts it (empty without the tagger)."""
+    try:
+        import jieba.posseg
+
+        return [pair.word for pair in jieba.posseg.cut(text)]
+    except Exception:  # no tagger: the runs as the search mode gave them
+        return []
+
+
 def _segment_han(text: str, keep_single: bool) -> list[str]:
     jieba = jieba_module()
     if jieba is None:
@@ -236,18 +253,39 @@ def _segment_han(text: str, keep_single: bool) -> list[str]:
     except Exception:
         return _raw_cjk_tokens(text, keep_single)
     tokens: list[str] = []
-    for word in words:
-        token = _normalize_segment_token(word)
+
+    def add(token: str) -> None:
         if not token or _is_punct_token(token):
-            continue
+            return
         if _is_word_token(token):
-            continue  # Latin runs come from the English pass; no double counting
+            return  # Latin runs come from the English pass; no double counting
         if _is_cjk_token(token):
             if not keep_single and len(token) < _MIN_CJK_TOKEN_RUNES:
-                continue
+                return
             if _is_cjk_stopword(token):
-                continue
+                return
         tokens.append(token)
+
+    known = jieba.dt.FREQ
+    at = 0
+    for word in words:
+        start, at = at, at + len(word)
+        token = _normalize_segment_token(word)
+        add(token)
+        if len(token) >= _GLUED_MIN_RUNES and not known.get(token) and _is_cjk_token(token):
+            # The search mode's HMM glues an unknown name to what follows it: "林晓对
+            # 芒果过敏" gives 林晓对, "孙浩和林晓的…" gives 孙浩和林晓, so a search for 林晓
+            # missed both. The tagger, which knows names, cuts them apart (林晓 + 对,
+            # 孙浩 + 和 + 林晓) given the run and what follows it ("孙浩养" alone reads
+            # as one name; "孙浩养了一" as 孙浩 + 养 + 了): its words inside the run are
+            # tokens too.
+            inside = 0
+            for part in _tagged_words(text[start : at + _GLUED_CONTEXT]):
+                inside += len(part)
+                if inside > len(word):
+                    break
+                if part != word:
+                    add(_normalize_segment_token(part))
     return tokens
 
 
