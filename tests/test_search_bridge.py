@@ -174,34 +174,37 @@ async def test_a_bridged_search_that_fails_stops_its_other_half(monkeypatch) -> 
     await svc.close()
 
 
-async def test_a_chinese_question_finds_the_person_in_english_memories() -> None:
-    """A Chinese speaker's memories may be in English: "用户的女儿" is looked up
-    with "daughter" too, and the question asked again about Hannah."""
+@pytest.mark.parametrize(
+    ("memories", "question", "answer"),
+    [
+        # A Chinese speaker's memories may be in English: "用户的女儿" is looked up
+        # with "daughter" too, and the question asked again about Hannah.
+        (
+            [
+                "Eleanor's daughter Hannah keeps two rabbits in Leeds.",
+                "Hannah works as a paramedic.",
+                "Eleanor runs a sheep farm.",
+            ],
+            "用户的女儿是做什么的？",
+            "Hannah works as a paramedic.",
+        ),
+        # A bilingual user's husband may be named only in Chinese: when no English
+        # memory names him, "my husband" is looked up with 老公, 丈夫… too.
+        (
+            ["我和老公王磊住在杭州。", "王磊每天早上跑步五公里。", "Sam lives in Leeds with his wife Priya."],
+            "How does my husband keep fit?",
+            "王磊每天早上跑步五公里。",
+        ),
+    ],
+)
+async def test_a_question_finds_the_person_named_in_the_other_language(memories, question, answer) -> None:
     from backends import create
     from memchat.engine import NO_EMBEDDER, MemoryService, SearchOptions, UserKey
 
     svc = MemoryService(create("inmemory"), embedder=NO_EMBEDDER)
     key = UserKey("app", "user")
-    await svc.add(key, "Eleanor's daughter Hannah keeps two rabbits in Leeds.")
-    await svc.add(key, "Hannah works as a paramedic.")
-    await svc.add(key, "Eleanor runs a sheep farm.")
-    found = await svc.search(key, "用户的女儿是做什么的？", SearchOptions(mode="keyword"))
-    assert "Hannah works as a paramedic." in [e.memory.text for e in found]
-    await svc.close()
-
-
-async def test_an_english_question_finds_the_person_in_chinese_memories() -> None:
-    """A bilingual user's husband may be named only in Chinese: when no English
-    memory names him, "my husband" is looked up with 老公, 丈夫… and the question
-    asked again about 王磊."""
-    from backends import create
-    from memchat.engine import NO_EMBEDDER, MemoryService, SearchOptions, UserKey
-
-    svc = MemoryService(create("inmemory"), embedder=NO_EMBEDDER)
-    key = UserKey("app", "user")
-    await svc.add(key, "我和老公王磊住在杭州。")
-    await svc.add(key, "王磊每天早上跑步五公里。")
-    await svc.add(key, "Sam lives in Leeds with his wife Priya.")
-    found = await svc.search(key, "How does my husband keep fit?", SearchOptions(mode="keyword"))
-    assert "王磊每天早上跑步五公里。" in [e.memory.text for e in found]
+    for text in memories:
+        await svc.add(key, text)
+    found = await svc.search(key, question, SearchOptions(mode="keyword"))
+    assert answer in [e.memory.text for e in found]
     await svc.close()
