@@ -115,8 +115,8 @@ def test_merging_keeps_each_memory_at_its_better_score() -> None:
 
 def test_an_english_question_does_not_load_the_chinese_dictionary() -> None:
     """Loading jieba takes a second in the calling thread (the event loop, when the
-    extraction searches): an English relation question whose English memories name
-    the person must not need it (when they name no one, it loads in a thread)."""
+    extraction searches): an English relation question must not need it unless a
+    Chinese memory holds the relation's word (then it loads in a thread)."""
     import subprocess
     import sys
 
@@ -132,11 +132,14 @@ async def main():
     await svc.add(key, "Priya plays the viola")
     hits = await svc.search(key, "What instrument does my wife play?", SearchOptions(mode="keyword"))
     print("viola" in " ".join(h.memory.text for h in hits), "jieba" in sys.modules)
+    # No memory names a daughter, in English or in Chinese: nothing to segment either.
+    await svc.search(key, "How old is my daughter?", SearchOptions(mode="keyword"))
+    print("jieba" in sys.modules)
 
 asyncio.run(main())
 """
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
-    assert done.stdout.split() == ["True", "False"], done.stderr
+    assert done.stdout.split() == ["True", "False", "False"], done.stderr
 
 
 async def test_a_bridged_search_that_fails_stops_its_other_half(monkeypatch) -> None:

@@ -23,6 +23,7 @@ from .search.bridge import (
     bridge,
     han_relation_words,
     merge,
+    name_tagger_loaded,
     relation_in,
     relation_words,
 )
@@ -180,11 +181,14 @@ class Retrieval:
             found = bridge(query, holders, relation)
             if found is None and not HAN_RE.search(query):
                 # "My husband" in English, and no English memory names him: a bilingual
-                # user's Chinese ones may ("老陈是…"). Their words need jieba's dictionary
-                # and name tagger: loaded in a thread, once (about a second).
-                await asyncio.to_thread(keyword.load_name_tagger)
-                holders = await self._holders(key, han_relation_words(group))
-                found = bridge(query, holders, relation)
+                # user's Chinese ones may ("老陈是…"). Reading them needs jieba's
+                # dictionary and name tagger (about a second and a half to load): only
+                # for a user who has such a memory, and then in a thread, once.
+                words = han_relation_words(group)
+                if await self._holds_any(key, words.split()):
+                    if not name_tagger_loaded():
+                        await asyncio.to_thread(keyword.load_name_tagger)
+                    found = bridge(query, await self._holders(key, words), relation)
             return None if found is None else await self._ranked(key, found.query, options, mode)
 
         # The question as asked and the question about the person do not depend on
@@ -212,6 +216,20 @@ class Retrieval:
             stats=stats,
             scores=scores,
         )
+
+    async def _holds_any(self, key: UserKey, words: Sequence[str]) -> bool:
+        """Whether one of the user's memories holds one of ``words`` (Chinese
+        dictionary words, each a term of its own), asked without segmenting them:
+        the index's holders of those terms (every memory while it is not ready),
+        read for the words."""
+        store = self.store
+        if store.capabilities.native_keyword_search:
+            index = cast("KeywordIndexStore", store)
+            terms = tuple(f"{KEYWORD_SPACE}:{word}" for word in words)
+            found, _ = await index.indexed_keyword_candidates(key, KEYWORD_SPACE, terms)
+        else:
+            found = await store.keyword_candidates(key, " ".join(words))
+        return any(word in entry.memory.text for entry in found for word in words)
 
     async def _holders(self, key: UserKey, words: str) -> list[Entry]:
         """The best ``BRIDGE_HOLDERS`` memories holding one of ``words``, best first."""

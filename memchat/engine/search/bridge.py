@@ -42,6 +42,7 @@ __all__ = [
     "han_relation_words",
     "load_name_tagger",
     "merge",
+    "name_tagger_loaded",
     "relation_in",
     "relation_words",
 ]
@@ -208,12 +209,22 @@ def _han_name(text: str, group: str, posseg: Any) -> str | None:
     return None
 
 
+_tagger_loaded = False
+
+
 def load_name_tagger() -> None:
     """Load jieba's part-of-speech tagger (about half a second, after jieba):
     the first Chinese question about "我对象" would otherwise wait for it."""
+    global _tagger_loaded
     posseg = _posseg()
-    if posseg is not None:
+    if posseg is not None and not _tagger_loaded:
         list(posseg.cut("我和女朋友陈静"))
+        _tagger_loaded = True
+
+
+def name_tagger_loaded() -> bool:
+    """Whether :func:`load_name_tagger` has nothing left to load."""
+    return _tagger_loaded
 
 
 def _posseg() -> Any:
