@@ -27,7 +27,7 @@ from typing import Any
 
 from ..model import Entry
 from .tokens import _HAN_RE as HAN_RE
-from .tokens import jieba_module
+from .tokens import tagger_module
 
 __all__ = [
     "BRIDGE_HOLDERS",
@@ -127,24 +127,26 @@ class Bridge:
     via: Entry
 
 
+def _group_words(group: str) -> list[str]:
+    return [w for g in MATCHES[group] for w in RELATIONS[g]]
+
+
 def relation_words(query: str, group: str) -> str:
     """The words a memory may name relation ``group`` with: a Chinese question reads
     the memories with 对象, 伴侣… and with partner, wife… (a Chinese speaker's
-    English memories name them too), an English one first only those with partner,
+    English memories name them too), an English one only those with partner,
     wife… (Han text would load jieba's dictionary, a second of work, for an
-    English question: on the event loop when an extraction searches); when they
-    name no one, the caller asks ``han_relation_words`` after loading it in a thread."""
-    words = [w for g in MATCHES[group] for w in RELATIONS[g]]
-    if HAN_RE.search(query):
-        return " ".join(words)
-    return " ".join(w for w in words if not HAN_RE.search(w))
+    English question: on the event loop when an extraction searches; the caller
+    asks ``han_relation_words`` only of a user whose memories hold one)."""
+    han = bool(HAN_RE.search(query))
+    return " ".join(w for w in _group_words(group) if han or not HAN_RE.search(w))
 
 
 def han_relation_words(group: str) -> str:
     """The Chinese words a memory may name relation ``group`` with (老公, 丈夫… for
     "my husband"): an English question's second look, at a bilingual user's
     Chinese memories."""
-    return " ".join(w for g in MATCHES[group] for w in RELATIONS[g] if HAN_RE.search(w))
+    return " ".join(w for w in _group_words(group) if HAN_RE.search(w))
 
 
 def relation_in(query: str) -> tuple[str, tuple[int, int]] | None:
@@ -216,7 +218,7 @@ def load_name_tagger() -> None:
     """Load jieba's part-of-speech tagger (about half a second, after jieba):
     the first Chinese question about "我对象" would otherwise wait for it."""
     global _tagger_loaded
-    posseg = _posseg()
+    posseg = tagger_module()
     if posseg is not None and not _tagger_loaded:
         list(posseg.cut("我和女朋友陈静"))
         _tagger_loaded = True
@@ -225,14 +227,6 @@ def load_name_tagger() -> None:
 def name_tagger_loaded() -> bool:
     """Whether :func:`load_name_tagger` has nothing left to load."""
     return _tagger_loaded
-
-
-def _posseg() -> Any:
-    if jieba_module() is None:
-        return None
-    import jieba.posseg
-
-    return jieba.posseg
 
 
 def bridge(
@@ -254,7 +248,7 @@ def bridge(
         text = entry.memory.text
         han = bool(HAN_RE.search(text))
         if han:
-            posseg = _posseg()
+            posseg = tagger_module()
             name = _han_name(text, group, posseg) if posseg is not None else None
         else:
             name = _latin_name(text, group)

@@ -204,6 +204,18 @@ def jieba_module() -> Any:
     return _jieba
 
 
+def tagger_module() -> Any:
+    """jieba's part-of-speech tagger (``jieba.posseg``; its model loads on first
+    use, about half a second after jieba), or None when it cannot load."""
+    if jieba_module() is None:
+        return None
+    try:
+        import jieba.posseg
+    except Exception:  # an unreadable model: no tagger
+        return None
+    return jieba.posseg
+
+
 # ---------------------------------------------------------------------------
 # Tokenisation (§4.1.1, §4.1.2)
 # ---------------------------------------------------------------------------
@@ -236,11 +248,12 @@ _GLUED_CONTEXT = 2
 
 def _tagged_words(text: str) -> list[str]:
     """``text`` as jieba's part-of-speech tagger cuts it (empty without the tagger)."""
+    tagger = tagger_module()
+    if tagger is None:
+        return []
     try:
-        import jieba.posseg
-
-        return [pair.word for pair in jieba.posseg.cut(text)]
-    except Exception:  # no tagger: the runs as the search mode gave them
+        return [pair.word for pair in tagger.cut(text)]
+    except Exception:  # the runs as the search mode gave them
         return []
 
 
