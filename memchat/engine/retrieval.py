@@ -29,6 +29,7 @@ from .search.bridge import (
 )
 from .search.candidates import KEYWORD_CANDIDATES, KeywordPlanner
 from .search.index import KEYWORD_SPACE, LEXICAL_SPACE, KeywordStats, query_terms
+from .search.kinship import in_one_word
 from .search.request import without_request
 from .search.scope import one_search
 
@@ -167,8 +168,22 @@ class Retrieval:
 
     async def _search(self, key: UserKey, query: str, options: SearchOptions) -> list[Entry]:
         mode = options.resolved_mode(self.search_mode)
-        if mode != SEARCH_KEYWORD:  # keyword mode ranks the words as given (the reference's)
-            query = without_request(query, HAN_RELATION_WORDS)
+        if mode == SEARCH_KEYWORD:  # keyword mode ranks the words as given (the reference's)
+            return await self._asked(key, query, options, mode)
+        query = without_request(query, HAN_RELATION_WORDS)
+        one_word = None if options.order_by_event_time else in_one_word(query)
+        if one_word is None:
+            return await self._asked(key, query, options, mode)
+        # "我老公的妈妈" asked as written (a memory may say 老陈的妈妈) and as 我婆婆, the word
+        # a memory more often says (search/kinship.py); each memory at its better score.
+        results, again = await _together(
+            self._asked(key, query, options, mode), self._asked(key, one_word, options, mode)
+        )
+        return merge(results, again, options.max_results or self.max_results)
+
+    async def _asked(self, key: UserKey, query: str, options: SearchOptions, mode: str) -> list[Entry]:
+        """The ranking for ``query`` as it stands, with the question again about the
+        person a first-person relation in it names (search/bridge.py)."""
         relation = None if options.order_by_event_time else relation_in(query)
         if relation is None:
             return await self._ranked(key, query, options, mode)

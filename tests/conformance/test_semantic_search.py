@@ -185,3 +185,35 @@ async def test_a_question_about_my_wife_finds_what_the_memories_say_of_her(make_
     assert "Priya plays the viola in a string quartet." not in brother[:1]
     if mode != "keyword":
         assert brother[0] == "Sam's brother Leo is learning the piano."
+
+
+IN_LAWS = [
+    "我和老公老陈住在杭州。",
+    "老陈是一名出租车司机。",
+    "老陈每个周末都去钓鱼。",
+    "我婆婆养了一只八哥。",
+    "我妈妈住在绍兴。",
+    "Sam lives in Leeds with his wife Priya.",
+    "Priya plays the viola in a string quartet.",
+    "My mother-in-law breeds prize-winning roses.",
+    "My mother loves crossword puzzles.",
+]
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "semantic"])
+async def test_a_relative_named_in_two_steps_finds_the_memory_naming_them_in_one(make_service, mode) -> None:
+    """ "我老公的妈妈" is 我婆婆, "my wife's mother" my mother-in-law: the memory that
+    names the relative so ranks first, above those about the husband or the mother."""
+    svc = make_service()
+    for text in IN_LAWS:
+        await svc.add(KEY, text)
+    pet = await _texts(svc, "我老公的妈妈养了什么宠物？", max_results=3, mode=mode)
+    assert pet[0] == "我婆婆养了一只八哥。"
+    # By meaning alone the model still likes crosswords better for a hobby, even asked
+    # about "my mother-in-law": the words decide it.
+    if mode == "hybrid":
+        hobby = await _texts(svc, "What is my wife's mother's hobby?", max_results=3, mode=mode)
+        assert hobby[0] == "My mother-in-law breeds prize-winning roses."
+    # One step is asked as before.
+    mother = await _texts(svc, "What is my mother's hobby?", max_results=3, mode=mode)
+    assert mother[0] == "My mother loves crossword puzzles."

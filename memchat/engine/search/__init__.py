@@ -5,6 +5,9 @@
 * :mod:`.dense` — cosine calibration per embedder, token-level similarity;
 * :mod:`.fusion` — hybrid ranking: calibrated dense + keyword + tokens;
 * :mod:`.results` — filters, kind fallback, order, dedup, truncation (§4.1 steps 4–8).
+* :mod:`.request` — a request's wrapper taken off the question ("Remind me…", "请问");
+* :mod:`.kinship` — a relative named in two steps asked by the one word ("我老公的妈妈" → 我婆婆);
+* :mod:`.bridge` — a question about "my sister" asked again about the person she is.
 
 ``MemoryService.search`` picks the mode (hybrid, semantic or keyword) and
 calls these; everything here is a pure function over

@@ -1,0 +1,130 @@
+"""A relative named in two steps, asked about by the one word people use for
+them: "my husband's mother" is "my mother-in-law", "我老公的妈妈" is "我婆婆".
+
+A memory names the relative as the user would in speech ("周海燕的婆婆养了一只
+八哥"); a question often composes them ("我老公的妈妈有什么小动物？"). The
+models do not compose kinship: the memories that name the husband ranked
+above the one about his mother. ``in_one_word`` gives the question with the
+composed word in place of the two steps, asked beside the question as written
+(a memory may compose them too: "Tom's mother Joan…"). A closed table of
+relations, first person only ("my", "我", "用户的"), so other questions are
+ranked as before.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["in_one_word"]
+
+#: The words of a step, by relation (longest first within a language when matched).
+_STEPS: dict[str, tuple[str, ...]] = {
+    "husband": ("husband", "hubby", "老公", "丈夫"),
+    "wife": ("wife", "wifey", "老婆", "妻子", "媳妇儿", "媳妇", "太太"),
+    "mother": ("mother", "mom", "mum", "mommy", "mummy", "妈妈", "老妈", "母亲", "妈"),
+    "father": ("father", "dad", "daddy", "爸爸", "老爸", "父亲", "爸"),
+    "son": ("son", "儿子"),
+    "daughter": ("daughter", "女儿", "闺女"),
+    "older sister": ("姐姐",),
+    "younger sister": ("妹妹",),
+    "sister": ("sister", "sis"),
+    "older brother": ("哥哥",),
+    "younger brother": ("弟弟",),
+    "brother": ("brother",),
+}
+#: A Chinese step names the elder or younger sibling; English does not.
+_SIBLING = {
+    "older sister": "sister",
+    "younger sister": "sister",
+    "older brother": "brother",
+    "younger brother": "brother",
+}
+_SISTER = ("sister", "older sister", "younger sister")
+_BROTHER = ("brother", "older brother", "younger brother")
+
+#: (first step, second step) → the one word: English, then Chinese (synonyms after
+#: the first). A first step of one language gets its own language's word.
+_ONE_WORD: dict[tuple[str, str], tuple[str, str]] = {
+    ("husband", "mother"): ("mother-in-law", "婆婆"),
+    ("husband", "father"): ("father-in-law", "公公"),
+    ("wife", "mother"): ("mother-in-law", "岳母、丈母娘"),
+    ("wife", "father"): ("father-in-law", "岳父、老丈人"),
+    ("mother", "mother"): ("grandmother, grandma", "外婆、姥姥"),
+    ("mother", "father"): ("grandfather, grandpa", "外公、姥爷"),
+    ("father", "mother"): ("grandmother, grandma", "奶奶"),
+    ("father", "father"): ("grandfather, grandpa", "爷爷"),
+    ("son", "wife"): ("daughter-in-law", "儿媳妇"),
+    ("daughter", "husband"): ("son-in-law", "女婿"),
+    ("son", "son"): ("grandson", "孙子"),
+    ("son", "daughter"): ("granddaughter", "孙女"),
+    ("daughter", "son"): ("grandson", "外孙"),
+    ("daughter", "daughter"): ("granddaughter", "外孙女"),
+    ("mother", "sister"): ("aunt", "姨妈、小姨"),
+    ("father", "sister"): ("aunt", "姑姑"),
+    ("mother", "brother"): ("uncle", "舅舅"),
+    ("father", "brother"): ("uncle", "叔叔、伯伯"),
+    ("husband", "sister"): ("sister-in-law", "小姑子、大姑子"),
+    ("wife", "sister"): ("sister-in-law", "小姨子、大姨子"),
+    ("husband", "brother"): ("brother-in-law", "小叔子、大伯子"),
+    ("wife", "brother"): ("brother-in-law", "小舅子、大舅子"),
+    ("older sister", "husband"): ("brother-in-law", "姐夫"),
+    ("younger sister", "husband"): ("brother-in-law", "妹夫"),
+    ("sister", "husband"): ("brother-in-law", "姐夫、妹夫"),
+    ("older brother", "wife"): ("sister-in-law", "嫂子"),
+    ("younger brother", "wife"): ("sister-in-law", "弟媳"),
+    ("brother", "wife"): ("sister-in-law", "嫂子、弟媳"),
+}
+for _first in _SISTER:
+    _ONE_WORD[(_first, "son")] = ("nephew", "外甥")
+    _ONE_WORD[(_first, "daughter")] = ("niece", "外甥女")
+for _first in _BROTHER:
+    _ONE_WORD[(_first, "son")] = ("nephew", "侄子")
+    _ONE_WORD[(_first, "daughter")] = ("niece", "侄女")
+for (_first, _second), _words in list(_ONE_WORD.items()):
+    # A second step in Chinese names the elder or the younger ("我老公的姐姐"): the
+    # same word as the English "sister".
+    for _chinese, _english in _SIBLING.items():
+        if _english == _second:
+            _ONE_WORD.setdefault((_first, _chinese), _words)
+
+_RELATION_OF = {word: relation for relation, words in _STEPS.items() for word in words}
+_HAN = re.compile(r"[\u4e00-\u9fff]")
+_LATIN_WORDS = sorted((w for w in _RELATION_OF if not _HAN.search(w)), key=len, reverse=True)
+_HAN_WORDS = sorted((w for w in _RELATION_OF if _HAN.search(w)), key=len, reverse=True)
+_LATIN = "|".join(map(re.escape, _LATIN_WORDS))
+_HAN_ALTERNATIVES = "|".join(map(re.escape, _HAN_WORDS))
+
+#: "my husband's mother", "the user's wife's dad", "my mom's mom".
+_EN_POSSESSIVE = re.compile(
+    rf"\b(?P<owner>my|(?:the\s+)?user['’]s)\s+(?P<first>{_LATIN})['’]s?\s+(?P<second>{_LATIN})\b",
+    re.IGNORECASE,
+)
+#: "the mother of my husband".
+_EN_OF = re.compile(
+    rf"\b(?:the\s+)?(?P<second>{_LATIN})\s+of\s+(?P<owner>my|(?:the\s+)?user['’]s)\s+(?P<first>{_LATIN})\b",
+    re.IGNORECASE,
+)
+#: "我老公的妈妈", "我的老公的妈妈", "用户妈妈的妈妈": the 的 between the steps is
+#: required ("我爸妈" is my parents, "我妈妈" my mother).
+_ZH = re.compile(
+    rf"(?P<owner>我|俺|咱|用户)的?(?P<first>{_HAN_ALTERNATIVES})的(?P<second>{_HAN_ALTERNATIVES})"
+)
+
+
+def in_one_word(query: str) -> str | None:
+    """``query`` with a first-person relative named in two steps named by the one
+    word for them ("my husband's mother" → "my mother-in-law"), or None when it
+    names none."""
+    for pattern, chinese in ((_ZH, True), (_EN_POSSESSIVE, False), (_EN_OF, False)):
+        found = pattern.search(query)
+        if found is None:
+            continue
+        first = _RELATION_OF[found["first"].lower()]
+        second = _RELATION_OF[found["second"].lower()]
+        words = _ONE_WORD.get((first, second))
+        if words is None:
+            continue
+        owner = found["owner"]
+        one_word = f"{owner}{'的' if owner == '用户' else ''}{words[1]}" if chinese else f"{owner} {words[0]}"
+        return query[: found.start()] + one_word + query[found.end() :]
+    return None

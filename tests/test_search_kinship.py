@@ -1,0 +1,45 @@
+"""A relative named in two steps is asked about by the one word for them
+(memchat/engine/search/kinship.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from memchat.engine.search.kinship import in_one_word
+
+
+@pytest.mark.parametrize(
+    ("query", "asked"),
+    [
+        ("我老公的妈妈有什么小动物？", "我婆婆有什么小动物？"),
+        ("我的丈夫的爸爸住在哪里", "我公公住在哪里"),
+        ("我妈的妈妈住在哪里", "我外婆、姥姥住在哪里"),
+        ("我姐姐的老公做什么工作", "我姐夫做什么工作"),
+        ("我妹妹的老公做什么工作", "我妹夫做什么工作"),
+        ("我老公的姐姐叫什么", "我小姑子、大姑子叫什么"),
+        ("用户老婆的爸爸多大了", "用户的岳父、老丈人多大了"),
+        ("What pet does my husband's mother have?", "What pet does my mother-in-law have?"),
+        ("Where does my mom's mom live?", "Where does my grandmother, grandma live?"),
+        ("What does the mother of my wife do?", "What does my mother-in-law do?"),
+        ("How old is the user's brother's daughter?", "How old is the user's niece?"),
+        ("What is My Son's Wife called?", "What is My daughter-in-law called?"),
+    ],
+)
+def test_two_steps_are_asked_as_one_word(query, asked) -> None:
+    assert in_one_word(query) == asked
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "我妈妈有什么爱好",  # one step: my mother
+        "我爸妈住在哪",  # my parents, not my father's mother
+        "我朋友的妈妈是医生",  # no word for a friend's mother
+        "What does my friend's mother do?",
+        "What does Tom's wife's mother do?",  # not the user's relative
+        "my husband likes his mother's cooking",
+        "",
+    ],
+)
+def test_other_questions_are_left_as_they_are(query) -> None:
+    assert in_one_word(query) is None
