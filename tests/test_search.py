@@ -429,6 +429,18 @@ def test_a_name_glued_to_the_next_word_is_a_token_too():
     assert build_search_tokens("林晓的生日在十月。") == ["林晓", "生日", "十月"]  # not glued: as before
 
 
+def test_a_familiar_name_jieba_splits_is_one_token():
+    """小/老/阿 before a surname names someone familiar; jieba keeps some (小张, 老李)
+    and splits others (小 + 刘是)."""
+    assert build_search_tokens("小刘是我的同事，在银行上班") == ["小刘", "同事", "银行", "上班"]
+    assert build_search_tokens("老陈有什么爱好") == ["老陈", "什么", "爱好"]
+    assert build_search_tokens("小张和老李是朋友") == ["小张", "老李", "朋友"]  # jieba's own: as before
+    # A surname rune that starts a real word stays that word.
+    assert build_search_tokens("我下载了一个小程序") == ["下载", "程序"]
+    assert build_search_tokens("小于十个") == ["小于", "十个"]
+    assert build_search_tokens("老公在小区门口") == ["老公", "小区", "门口"]
+
+
 def test_a_chinese_name_finds_every_memory_that_names_it():
     texts = ["林晓对芒果过敏。", "孙浩和林晓的结婚纪念日是5月20日。", "林晓的生日在十月。"]
     texts.append("孙浩养了一只柯基犬。")

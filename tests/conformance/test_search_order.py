@@ -114,3 +114,16 @@ async def test_chinese_memories_are_found(make_service, query, expected) -> None
     await svc.add(KEY, "李四每天早上喝咖啡", topics=["饮料"])
     hits = await svc.search(KEY, query, KW)
     assert hits and hits[0].memory.text == expected
+
+
+@pytest.mark.parametrize(
+    ("query", "named"), [("小刘", "小刘"), ("小刘做什么工作？", "小刘"), ("老陈的爱好", "老陈")]
+)
+async def test_a_familiar_chinese_name_finds_the_memories_naming_it(make_service, query, named) -> None:
+    """jieba splits 小刘是… into 小 + 刘是: a keyword search for 小刘 matched nothing."""
+    svc = make_service()
+    texts = ["小刘是我的同事，在银行上班", "老陈有三个孙子", "老陈喜欢钓鱼", "小张在学校教书"]
+    for text in texts:
+        await svc.add(KEY, text)
+    hits = await svc.search(KEY, query, KW)
+    assert hits and {h.memory.text for h in hits} == {t for t in texts if t.startswith(named)}

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..model import Entry
 from .tokens import _HAN_RE as HAN_RE
-from .tokens import tagger_module
+from .tokens import FAMILIAR_PREFIXES, tagger_module
 
 __all__ = [
     "BRIDGE_HOLDERS",
@@ -101,8 +101,6 @@ MY_RELATION_ZH = re.compile(
     r"(?:我|俺|咱|用户)(?:的|和|跟|与)?(?:[^\s的，。？！,.?!]{1,4}的)??"
     r"(" + "|".join(map(re.escape, _HAN)) + ")"
 )
-#: Before a one-character surname, these make a name: 老陈, 小刘, 阿芳.
-_HAN_NAME_PREFIXES = frozenset({"老", "小", "阿"})
 _WORD = re.compile(r"[\w'’-]+")
 #: A capitalised word after one of these is a place or a firm ("a friend in Berlin").
 _PLACE_BEFORE = frozenset({"in", "at", "from", "to", "near", "of", "on", "for", "into", "by"})
@@ -196,7 +194,7 @@ def _han_name(text: str, group: str, posseg: Any) -> str | None:
         # jieba cuts 老陈 into 老 + 陈, and 王秀英 into the surname + 秀英: one name each.
         prefix = pairs[-1] if pairs else ("", "")
         surname = len(prefix[0]) == 1 and prefix[1] == "nr"
-        if p.flag == "nr" and (surname or (len(p.word) == 1 and prefix[0] in _HAN_NAME_PREFIXES)):
+        if p.flag == "nr" and (surname or (len(p.word) == 1 and prefix[0] in FAMILIAR_PREFIXES)):
             pairs[-1] = (prefix[0] + p.word, "nr")
         else:
             pairs.append((p.word, p.flag))

@@ -246,6 +246,28 @@ _GLUED_MIN_RUNES = 3
 _GLUED_CONTEXT = 2
 
 
+#: What Chinese speakers put before a surname to name someone familiar (小刘, 老陈, 阿黄).
+FAMILIAR_PREFIXES = frozenset("小老阿")
+#: The hundred commonest surnames (one rune each).
+_SURNAMES = frozenset(
+    "王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程"
+    "苏魏吕丁任沈姚卢姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝"
+    "龚邵万钱严覃武戴莫孔向汤"
+)
+
+
+def _familiar_name(before: str, word: str, known: Any) -> str:
+    """小刘 when jieba cut "小刘是…" as 小 + 刘是 (or 小 + 刘): a prefix of familiarity alone,
+    then a surname that starts no dictionary word. jieba knows some such names (小张,
+    老李, 老王) and keeps them whole; the others it splits, so a search for 小刘 matched
+    nothing. A surname that starts a real word stays that word (小 + 程序 is no 小程)."""
+    if before not in FAMILIAR_PREFIXES or not word or word[0] not in _SURNAMES:
+        return ""
+    if len(word) > 1 and known.get(word):
+        return ""
+    return before + word[0]
+
+
 def _tagged_words(text: str) -> list[str]:
     """``text`` as jieba's part-of-speech tagger cuts it (empty without the tagger)."""
     tagger = tagger_module()
@@ -281,9 +303,16 @@ def _segment_han(text: str, keep_single: bool) -> list[str]:
 
     known = jieba.dt.FREQ
     at = 0
+    before = ""
     for word in words:
         start, at = at, at + len(word)
         token = _normalize_segment_token(word)
+        name = _familiar_name(before, word, known)
+        before = word
+        if name:
+            add(name)
+            if len(word) == 2:
+                continue  # 刘是 of 小刘是: the surname glued to the next rune, no word
         add(token)
         if len(token) >= _GLUED_MIN_RUNES and not known.get(token) and _is_cjk_token(token):
             # The search mode's HMM glues an unknown name to what follows it: "林晓对
