@@ -23,6 +23,7 @@ from memchat.engine.search.kinship import in_one_word
         ("What does the mother of my wife do?", "What does my mother-in-law do?"),
         ("How old is the user's brother's daughter?", "How old is the user's niece?"),
         ("What is My Son's Wife called?", "What is My daughter-in-law called?"),
+        ("wheres my husbands mum live", "wheres my mother-in-law live"),
     ],
 )
 def test_two_steps_are_asked_as_one_word(query, asked) -> None:

@@ -94,9 +94,9 @@ _HAN_WORDS = sorted((w for w in _RELATION_OF if _HAN.search(w)), key=len, revers
 _LATIN = "|".join(map(re.escape, _LATIN_WORDS))
 _HAN_ALTERNATIVES = "|".join(map(re.escape, _HAN_WORDS))
 
-#: "my husband's mother", "the user's wife's dad", "my mom's mom".
+#: "my husband's mother", "the user's wife's dad", "my mom's mom", "my husbands mum".
 _EN_POSSESSIVE = re.compile(
-    rf"\b(?P<owner>my|(?:the\s+)?user['’]s)\s+(?P<first>{_LATIN})['’]s?\s+(?P<second>{_LATIN})\b",
+    rf"\b(?P<owner>my|(?:the\s+)?user['’]s)\s+(?P<first>{_LATIN})(?:['’]s?|s)\s+(?P<second>{_LATIN})\b",
     re.IGNORECASE,
 )
 #: "the mother of my husband".
