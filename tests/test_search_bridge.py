@@ -107,6 +107,22 @@ def test_a_chinese_name_of_prefix_and_surname_is_a_name() -> None:
     assert bridge("我最亲近的闺蜜是谁？", memories).name == "小刘"
 
 
+def test_a_list_after_a_plural_relation_asks_about_each_name() -> None:
+    """Which of "two children, Ciara and Fionn" is the daughter the words do not say:
+    the question is asked about each."""
+    children = "Nora and Declan have two children, Ciara and Fionn."
+    found = bridge("What's my daughter's job?", held(children))
+    assert found is not None and found.names == ("Ciara", "Fionn")
+    assert found.queries == ("What's Ciara's job?", "What's Fionn's job?")
+    sisters = bridge("Where does my sister live?", held("Nora has two sisters, Bríd and Maeve."))
+    assert sisters is not None and sisters.names == ("Bríd", "Maeve")
+    # One person the relation names wins over a list; a list of one is that one.
+    both = held(children, "Nora's daughter Ciara lives in Melbourne.")
+    assert bridge("What's my daughter's job?", both).names == ("Ciara",)
+    one_son = held("Nora has two sons, Fionn and a baby girl.")
+    assert bridge("What's my son's job?", one_son).names == ("Fionn",)
+
+
 def test_merging_keeps_each_memory_at_its_better_score() -> None:
     a, b, c = held("one", "two", "three")
     merged = merge([a.with_score(0.5), b.with_score(0.4)], [b.with_score(0.9), c.with_score(0.3)], limit=2)

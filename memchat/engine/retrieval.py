@@ -62,6 +62,17 @@ async def _together(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
         raise
 
 
+async def _each(awaitables: Sequence[Awaitable[A]]) -> list[A]:
+    """Every result, as :func:`_together`, for any number of the same kind."""
+    tasks = [asyncio.ensure_future(a) for a in awaitables]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        raise
+
+
 class Retrieval:
     """``MemoryService``'s embeddings and searches (see the module docstring)."""
 
@@ -204,7 +215,16 @@ class Retrieval:
                     if not name_tagger_loaded():
                         await asyncio.to_thread(keyword.load_name_tagger)
                     found = bridge(query, await self._holders(key, words), relation)
-            return None if found is None else await self._ranked(key, found.query, options, mode)
+            if found is None:
+                return None
+            if len(found.queries) == 1:
+                return await self._ranked(key, found.query, options, mode)
+            # One of several ("two children, Ciara and Fionn"): each asked about.
+            rankings = await _each([self._ranked(key, q, options, mode) for q in found.queries])
+            merged = rankings[0]
+            for ranking in rankings[1:]:
+                merged = merge(merged, ranking, options.max_results or self.max_results)
+            return merged
 
         # The question as asked and the question about the person do not depend on
         # each other: asked one after the other they made a bridged search the

@@ -217,3 +217,29 @@ async def test_a_relative_named_in_two_steps_finds_the_memory_naming_them_in_one
     # One step is asked as before.
     mother = await _texts(svc, "What is my mother's hobby?", max_results=3, mode=mode)
     assert mother[0] == "My mother loves crossword puzzles."
+
+
+CHILDREN = [
+    "Nora and Declan have two children, Ciara and Fionn.",
+    "Ciara works as an intensive-care nurse in Melbourne.",
+    "Fionn is a civil engineer with Cork County Council.",
+    "Nora teaches the tin whistle on Saturday mornings.",
+    "Declan volunteers with the lifeboat crew.",
+    "Declan is a retired harbour pilot.",
+    "Nora's brother Seán is a carpenter in Boston.",
+    "Nora's neighbour Orla works at the bank on Shop Street.",
+    "Nora taught at a primary school for thirty years.",
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_question_about_one_of_the_children_a_memory_lists_finds_theirs(make_service, mode) -> None:
+    """My son is one of "two children, Ciara and Fionn": what the memories say of
+    each ranks among the first three, in every mode."""
+    svc = make_service()
+    for text in CHILDREN:
+        await svc.add(KEY, text)
+    son = await _texts(svc, "What does my son do for work?", max_results=3, mode=mode)
+    assert "Fionn is a civil engineer with Cork County Council." in son
+    daughter = await _texts(svc, "What's my daughter's job?", max_results=3, mode=mode)
+    assert "Ciara works as an intensive-care nurse in Melbourne." in daughter

@@ -64,7 +64,7 @@ RELATIONS: dict[str, tuple[str, ...]] = {
     "brother": ("brother", "哥哥", "弟弟"),
     "mother": ("mother", "mom", "mum", "妈妈", "老妈", "妈", "母亲"),
     "father": ("father", "dad", "爸爸", "老爸", "爸", "父亲"),
-    "child": ("child", "kid", "孩子"),
+    "child": ("child", "children", "kid", "孩子"),
     "son": ("son", "儿子"),
     "daughter": ("daughter", "女儿", "闺女"),
     "friend": ("friend", "pal", "朋友", "好朋友", "闺蜜"),
@@ -118,11 +118,15 @@ _WINDOW = 3
 @dataclass(frozen=True, slots=True)
 class Bridge:
     """The question asked again about the person: ``query`` with the relation
-    replaced by ``name``, found next to it in ``via``."""
+    replaced by ``name``, found next to it in ``via``. A memory naming several
+    ("two children, Ciara and Fionn") gives ``names``, one question each
+    (``queries``): which child is the daughter, the words do not say."""
 
     query: str
     name: str
     via: Entry
+    names: tuple[str, ...]
+    queries: tuple[str, ...]
 
 
 def _group_words(group: str) -> list[str]:
@@ -172,20 +176,53 @@ def _nearest_first(i: int, count: int) -> list[int]:
     return sorted((j for j in near if j != i), key=lambda j: (abs(j - i), j < i))
 
 
-def _latin_name(text: str, group: str) -> str | None:
+#: Between the names listed after a plural relation ("children, Ciara and Fionn").
+_LIST_WORDS = frozenset({"and", "named", "called", "both"})
+#: Names asked about from one list.
+BRIDGE_LIST_NAMES = 3
+
+
+def _is_name(word: str) -> bool:
+    return word[:1].isupper() and word[1:].islower() and word not in _NOT_NAMES
+
+
+def _listed_names(words: list[str], i: int) -> tuple[str, ...]:
+    """The names listed right after the plural relation word ``words[i]``."""
+    names: list[str] = []
+    for word in words[i + 1 : i + 1 + 2 * BRIDGE_LIST_NAMES]:
+        if _is_name(word) and not word.endswith(("'s", "’s")):
+            names.append(word)
+        elif word.lower() not in _LIST_WORDS:
+            break
+    return tuple(names[:BRIDGE_LIST_NAMES])
+
+
+def _is_plural(word: str) -> bool:
+    """A plural relation word: children, sisters, kids (not sister's, not sister)."""
+    lower = word.lower()
+    if lower == "children":
+        return True
+    return lower.endswith("s") and lower not in _GROUP_OF and "'" not in lower and "’" not in lower
+
+
+def _latin_name(text: str, group: str) -> tuple[str, ...]:
     words = _WORD.findall(text)
     for i, word in enumerate(words):
         if _latin_group(word) not in MATCHES[group]:
             continue
+        if _is_plural(word):
+            # "two children, Ciara and Fionn" for "my daughter": one of them is.
+            listed = _listed_names(words, i)
+            if len(listed) > 1:
+                return listed
         for j in _nearest_first(i, len(words)):
             name = words[j]
             possessive = name.endswith(("'s", "’s"))  # "Alice's sister": Alice is not the sister
             place = j > 0 and words[j - 1].lower() in _PLACE_BEFORE
             owner = j < i and any(w.lower() in _OWNER_BETWEEN for w in words[j + 1 : i])
-            capitalised = name[:1].isupper() and name[1:].islower() and name not in _NOT_NAMES
-            if capitalised and not (possessive or place or owner):
-                return name
-    return None
+            if _is_name(name) and not (possessive or place or owner):
+                return (name,)
+    return ()
 
 
 def _han_name(text: str, group: str, posseg: Any) -> str | None:
@@ -239,28 +276,32 @@ def bridge(
         return None
     group, (start, end) = relation
     han_query = bool(HAN_RE.search(query))
-    counts: Counter[str] = Counter()
-    same_script: dict[str, bool] = {}
-    via: dict[str, Entry] = {}
+    counts: Counter[tuple[str, ...]] = Counter()
+    same_script: dict[tuple[str, ...], bool] = {}
+    via: dict[tuple[str, ...], Entry] = {}
     for entry in holders[:BRIDGE_HOLDERS]:
         text = entry.memory.text
         han = bool(HAN_RE.search(text))
         if han:
             posseg = tagger_module()
-            name = _han_name(text, group, posseg) if posseg is not None else None
+            found = _han_name(text, group, posseg) if posseg is not None else None
+            names: tuple[str, ...] = (found,) if found else ()
         else:
-            name = _latin_name(text, group)
-        if name and name not in query:
-            counts[name] += 1
-            same_script[name] = same_script.get(name, False) or han == han_query
-            via.setdefault(name, entry)
+            names = _latin_name(text, group)
+        names = tuple(name for name in names if name not in query)
+        if names:
+            counts[names] += 1
+            same_script[names] = same_script.get(names, False) or han == han_query
+            via.setdefault(names, entry)
     if not counts:
         return None
     # A name in the question's language first (a Chinese question about "我爱人" and an
     # English memory about a wife are most likely not about one person), then the most
-    # often named; max keeps the first of equals: the better holder.
-    name = max(counts, key=lambda n: (same_script[n], counts[n]))
-    return Bridge(query[:start] + name + query[end:], name, via[name])
+    # often named, then one person over a list ("her daughter Ciara" over "two
+    # children, Ciara and Fionn"); max keeps the first of equals: the better holder.
+    names = max(counts, key=lambda n: (same_script[n], counts[n], len(n) == 1))
+    queries = tuple(query[:start] + name + query[end:] for name in names)
+    return Bridge(queries[0], names[0], via[names], names, queries)
 
 
 def merge(first: Sequence[Entry], second: Sequence[Entry], limit: int) -> list[Entry]:
