@@ -24,6 +24,8 @@ from memchat.engine.search.kinship import in_one_word
         ("How old is the user's brother's daughter?", "How old is the user's niece?"),
         ("What is My Son's Wife called?", "What is My daughter-in-law called?"),
         ("wheres my husbands mum live", "wheres my mother-in-law live"),
+        ("What does my wife's mam do?", "What does my mother-in-law do?"),
+        ("我太太的爸爸住哪", "我岳父、老丈人住哪"),
     ],
 )
 def test_two_steps_are_asked_as_one_word(query, asked) -> None:

@@ -53,7 +53,7 @@ RELATIONS: dict[str, tuple[str, ...]] = {
     "partner": ("partner", "spouse", "对象", "伴侣", "爱人", "老伴", "另一半", "那口子"),
     "wife": (
         "wife", "wifey", "missus", "girlfriend", "fiancee", "fiancée",
-        "老婆", "妻子", "媳妇", "媳妇儿", "女朋友", "女友", "未婚妻",
+        "老婆", "妻子", "太太", "媳妇", "媳妇儿", "女朋友", "女友", "未婚妻",
     ),
     "husband": (
         "husband", "hubby", "boyfriend", "fiance", "fiancé",
@@ -62,8 +62,8 @@ RELATIONS: dict[str, tuple[str, ...]] = {
     "sibling": ("sibling", "兄弟姐妹"),
     "sister": ("sister", "sis", "姐姐", "妹妹"),
     "brother": ("brother", "哥哥", "弟弟"),
-    "mother": ("mother", "mom", "mum", "妈妈", "老妈", "妈", "母亲"),
-    "father": ("father", "dad", "爸爸", "老爸", "爸", "父亲"),
+    "mother": ("mother", "mom", "mum", "mam", "mommy", "mummy", "妈妈", "老妈", "妈", "母亲"),
+    "father": ("father", "dad", "daddy", "爸爸", "老爸", "爸", "父亲"),
     "child": ("child", "children", "kid", "孩子"),
     "son": ("son", "儿子"),
     "daughter": ("daughter", "女儿", "闺女"),

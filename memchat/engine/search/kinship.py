@@ -15,30 +15,37 @@ from __future__ import annotations
 
 import re
 
+from .bridge import RELATIONS
+
 __all__ = ["in_one_word"]
 
-#: The words of a step, by relation (longest first within a language when matched).
-_STEPS: dict[str, tuple[str, ...]] = {
-    "husband": ("husband", "hubby", "老公", "丈夫"),
-    "wife": ("wife", "wifey", "老婆", "妻子", "媳妇儿", "媳妇", "太太"),
-    "mother": ("mother", "mom", "mum", "mommy", "mummy", "妈妈", "老妈", "母亲", "妈"),
-    "father": ("father", "dad", "daddy", "爸爸", "老爸", "父亲", "爸"),
-    "son": ("son", "儿子"),
-    "daughter": ("daughter", "女儿", "闺女"),
-    "older sister": ("姐姐",),
-    "younger sister": ("妹妹",),
-    "sister": ("sister", "sis"),
-    "older brother": ("哥哥",),
-    "younger brother": ("弟弟",),
-    "brother": ("brother",),
+#: The relation words of engine/search/bridge.py that name no spouse (yet).
+_NOT_MARRIED = frozenset(
+    {"boyfriend", "fiance", "fiancé", "男朋友", "男友", "未婚夫"}
+    | {"girlfriend", "fiancee", "fiancée", "女朋友", "女友", "未婚妻"}
+)
+#: A Chinese sibling word names the elder or the younger; English does not.
+_ELDER_OR_YOUNGER = {
+    "姐姐": "older sister",
+    "妹妹": "younger sister",
+    "哥哥": "older brother",
+    "弟弟": "younger brother",
 }
-#: A Chinese step names the elder or younger sibling; English does not.
-_SIBLING = {
-    "older sister": "sister",
-    "younger sister": "sister",
-    "older brother": "brother",
-    "younger brother": "brother",
-}
+_SIBLING = {step: step.split()[1] for step in _ELDER_OR_YOUNGER.values()}
+
+
+def _steps() -> dict[str, tuple[str, ...]]:
+    """The words of each step: the bridge's relation words (one list of them)."""
+    steps = {
+        group: tuple(w for w in RELATIONS[group] if w not in _NOT_MARRIED and w not in _ELDER_OR_YOUNGER)
+        for group in ("husband", "wife", "mother", "father", "son", "daughter", "sister", "brother")
+    }
+    for word, step in _ELDER_OR_YOUNGER.items():
+        steps[step] = (word,)
+    return steps
+
+
+_STEPS = _steps()
 _SISTER = ("sister", "older sister", "younger sister")
 _BROTHER = ("brother", "older brother", "younger brother")
 
