@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from memchat.engine.search.bridge import relation_in
 from memchat.engine.search.kinship import in_one_word
 
 
@@ -46,3 +47,13 @@ def test_two_steps_are_asked_as_one_word(query, asked) -> None:
 )
 def test_other_questions_are_left_as_they_are(query) -> None:
     assert in_one_word(query) is None
+
+
+@pytest.mark.parametrize(
+    "query", ["my huſband's mother", "my ſon's wife", "where does my ſiſ live", "my İ mother"]
+)
+def test_letters_only_unicode_folds_to_ascii_are_no_relation(query) -> None:
+    """Unicode case folding matched the long s to "s" and then found no such word:
+    a search for "my huſband's mother" raised KeyError."""
+    assert in_one_word(query) is None
+    assert relation_in(query) is None

@@ -301,6 +301,18 @@ async def test_other_controls_and_odd_unicode_round_trip_exactly(make_service) -
     assert (await svc.get(KEY, result.memory_id)).memory.text == ODD_TEXT + "\x1b"
 
 
+@pytest.mark.parametrize("mode", ["hybrid", "semantic", "keyword"])
+async def test_letters_unicode_folds_to_ascii_search_like_any_other(make_service, mode) -> None:
+    """The long s, the Kelvin sign and the Turkish dotted and dotless i match s, k
+    and i when Unicode case is ignored: "my huſband's mother" raised KeyError in
+    the relation lookup on every backend."""
+    svc = make_service()
+    entry = await svc.add(KEY, "Alice's husband Tom bakes sourdough.")
+    for query in ("my huſband's mother", "where does my ſiſ live", "my ſonK", "my İ father"):
+        hits = await svc.search(KEY, query, SearchOptions(mode=mode))
+        assert all(h.id == entry.id for h in hits)
+
+
 @pytest.mark.parametrize(
     "user", ["rtl\u200fuser", "ユーザー🙂", "with space", "a" * 255, "tab-less\u00a0nbsp"]
 )

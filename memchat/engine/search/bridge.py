@@ -92,7 +92,8 @@ HAN_RELATION_WORDS = tuple(_HAN)
 #: about, and a model searching for them (memory_search) often writes so.
 MY_RELATION_EN = re.compile(
     r"\b(?:my|(?:the\s+)?user['’]s)\s+(?:[a-z-]+\s+)?(" + "|".join(map(re.escape, _LATIN)) + r")(?:s|es)?\b",
-    re.IGNORECASE,
+    # ASCII case only: Unicode's would take "ſiſ" (long s) for "sis", a word no table holds.
+    re.IGNORECASE | re.ASCII,
 )
 #: "我妹妹", "我的老公", "俺媳妇", "用户的女儿", "我和老公" (my husband and I), and with
 #: a short "…的" between: "我最亲近的闺蜜" (tried last: in "我朋友的妈妈" the user's

@@ -104,12 +104,12 @@ _HAN_ALTERNATIVES = "|".join(map(re.escape, _HAN_WORDS))
 #: "my husband's mother", "the user's wife's dad", "my mom's mom", "my husbands mum".
 _EN_POSSESSIVE = re.compile(
     rf"\b(?P<owner>my|(?:the\s+)?user['’]s)\s+(?P<first>{_LATIN})(?:['’]s?|s)\s+(?P<second>{_LATIN})\b",
-    re.IGNORECASE,
+    re.IGNORECASE | re.ASCII,  # as the bridge's: no "ſon" for "son"
 )
 #: "the mother of my husband".
 _EN_OF = re.compile(
     rf"\b(?:the\s+)?(?P<second>{_LATIN})\s+of\s+(?P<owner>my|(?:the\s+)?user['’]s)\s+(?P<first>{_LATIN})\b",
-    re.IGNORECASE,
+    re.IGNORECASE | re.ASCII,  # as the bridge's: no "ſon" for "son"
 )
 #: "我老公的妈妈", "我的老公的妈妈", "用户妈妈的妈妈": the 的 between the steps is
 #: required ("我爸妈" is my parents, "我妈妈" my mother).
