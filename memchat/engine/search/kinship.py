@@ -87,6 +87,21 @@ for _first in _SISTER:
 for _first in _BROTHER:
     _ONE_WORD[(_first, "son")] = ("nephew", "侄子")
     _ONE_WORD[(_first, "daughter")] = ("niece", "侄女")
+# Where Chinese has a word for the elder and one for the younger.
+_ONE_WORD.update(
+    {
+        ("husband", "older sister"): ("sister-in-law", "大姑子"),
+        ("husband", "younger sister"): ("sister-in-law", "小姑子"),
+        ("wife", "older sister"): ("sister-in-law", "大姨子"),
+        ("wife", "younger sister"): ("sister-in-law", "小姨子"),
+        ("husband", "older brother"): ("brother-in-law", "大伯子"),
+        ("husband", "younger brother"): ("brother-in-law", "小叔子"),
+        ("wife", "older brother"): ("brother-in-law", "大舅子"),
+        ("wife", "younger brother"): ("brother-in-law", "小舅子"),
+        ("father", "older brother"): ("uncle", "伯伯"),
+        ("father", "younger brother"): ("uncle", "叔叔"),
+    }
+)
 for (_first, _second), _words in list(_ONE_WORD.items()):
     # A second step in Chinese names the elder or the younger ("我老公的姐姐"): the
     # same word as the English "sister".
@@ -112,9 +127,17 @@ _EN_OF = re.compile(
     re.IGNORECASE | re.ASCII,  # as the bridge's: no "ſon" for "son"
 )
 #: "我老公的妈妈", "我的老公的妈妈", "用户妈妈的妈妈": the 的 between the steps is
-#: required ("我爸妈" is my parents, "我妈妈" my mother).
+#: required ("我爸妈" is my parents, "我妈妈" my mother)…
 _ZH = re.compile(
     rf"(?P<owner>我|俺|咱|用户)的?(?P<first>{_HAN_ALTERNATIVES})的(?P<second>{_HAN_ALTERNATIVES})"
+)
+_SPOUSES = sorted((w for w in (*_STEPS["husband"], *_STEPS["wife"]) if _HAN.search(w)), key=len, reverse=True)
+_TWO_RUNES = [w for w in _HAN_WORDS if len(w) >= 2]
+#: … but after a spouse, a two-rune step may follow without it ("我老公妈妈", "我老婆
+#: 姐姐"): other pairs so written are more often two people ("我儿子女儿", my son and
+#: my daughter).
+_ZH_SPOUSE = re.compile(
+    rf"(?P<owner>我|俺|咱|用户)的?(?P<first>{'|'.join(_SPOUSES)})(?P<second>{'|'.join(_TWO_RUNES)})"
 )
 
 
@@ -122,7 +145,7 @@ def in_one_word(query: str) -> str | None:
     """``query`` with a first-person relative named in two steps named by the one
     word for them ("my husband's mother" → "my mother-in-law"), or None when it
     names none."""
-    for pattern, chinese in ((_ZH, True), (_EN_POSSESSIVE, False), (_EN_OF, False)):
+    for pattern, chinese in ((_ZH, True), (_ZH_SPOUSE, True), (_EN_POSSESSIVE, False), (_EN_OF, False)):
         found = pattern.search(query)
         if found is None:
             continue
