@@ -1,0 +1,44 @@
+"""The search's query rewrites never raise, whatever the text: a request's wrapper
+taken off, a relative in two steps asked in one word, the relation a question
+names, the tokens. "my huſband's mother" once raised KeyError from every search
+(Unicode's case folding took the long s for "s")."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from memchat.engine.search.bridge import RELATIONS, relation_in
+from memchat.engine.search.kinship import in_one_word
+from memchat.engine.search.request import without_request
+from memchat.engine.search.tokens import build_search_tokens
+
+from .strategies import ANY_CHAR, given_settings
+
+#: Letters that Unicode case folding matches to ASCII ones (long s, Kelvin, Turkish i).
+FOLDING = "ſKİıß"
+WORDS = sorted({w for words in RELATIONS.values() for w in words})
+PIECES = st.one_of(
+    st.sampled_from(WORDS),
+    st.sampled_from(["my ", "My ", "MY ", "the user's ", "'s ", "s ", " of my ", "我", "的", "用户", "俺"]),
+    st.sampled_from(["Remind me ", "tell me ", "请问", "告诉我", "提醒我"]),
+    st.sampled_from(list(FOLDING)),
+    st.text(ANY_CHAR, max_size=3),
+)
+QUERIES = st.lists(PIECES, max_size=8).map("".join)
+
+
+def _folded(text: str) -> str:
+    return text.replace("s", "ſ").replace("k", "\u212a").replace("i", "ı")
+
+
+@given_settings(weight=20)
+@given(QUERIES)
+def test_no_rewrite_raises(query: str) -> None:
+    for text in (query, _folded(query), query.upper()):
+        rest = without_request(text)
+        assert isinstance(rest, str)
+        assert in_one_word(rest) is None or isinstance(in_one_word(rest), str)
+        found = relation_in(rest)
+        assert found is None or found[0] in RELATIONS
+        assert isinstance(build_search_tokens(rest), list)
