@@ -46,6 +46,12 @@ def held(*texts: str) -> list[Entry]:
         ("我和老公去年去了哪里？", "husband"),
         ("提醒我闺女哪天出生", "daughter"),
         ("咱妈今年多大了？", "mother"),
+        # The wider family, by the one word for each relative.
+        ("Where does my mother-in-law live?", "mother-in-law"),
+        ("我婆婆喜欢什么？", "mother-in-law"),
+        ("我儿媳妇在哪上班？", "daughter-in-law"),
+        ("What do my grandkids like?", "grandchild"),
+        ("我表姐住在哪", "cousin"),
     ],
 )
 def test_only_a_first_person_relation_asks_who(query, relation) -> None:
@@ -121,6 +127,15 @@ def test_a_list_after_a_plural_relation_asks_about_each_name() -> None:
     assert bridge("What's my daughter's job?", both).names == ("Ciara",)
     one_son = held("Nora has two sons, Fionn and a baby girl.")
     assert bridge("What's my son's job?", one_son).names == ("Fionn",)
+
+
+def test_the_wider_family_is_named_too() -> None:
+    in_law = held("Nora's mother-in-law Maureen rings every Sunday evening.", "Nora's mother Peggy is 91.")
+    assert bridge("Which day does my mother-in-law call?", in_law).name == "Maureen"
+    assert bridge("How old is my mother?", in_law).name == "Peggy"  # not the mother-in-law
+    assert bridge("我婆婆喜欢什么？", held("周海燕的婆婆王秀英住在苏州。")).name == "王秀英"
+    grandchildren = held("Nora has three grandchildren, Oisín, Aoife and Cian.")
+    assert bridge("What does my granddaughter like?", grandchildren).names == ("Oisín", "Aoife", "Cian")
 
 
 def test_merging_keeps_each_memory_at_its_better_score() -> None:

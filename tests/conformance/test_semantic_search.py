@@ -243,3 +243,27 @@ async def test_a_question_about_one_of_the_children_a_memory_lists_finds_theirs(
     assert "Fionn is a civil engineer with Cork County Council." in son
     daughter = await _texts(svc, "What's my daughter's job?", max_results=3, mode=mode)
     assert "Ciara works as an intensive-care nurse in Melbourne." in daughter
+
+
+WIDER_FAMILY = [
+    "Nora's mother-in-law Maureen lives in Clifden.",
+    "Maureen rings every Sunday evening.",
+    "Nora's mother Peggy is in a care home.",
+    "Nora's neighbour Orla calls round on Fridays.",
+    "我婆婆王秀英身体很好。",
+    "王秀英住在苏州的老城区。",
+    "我妈妈住在绍兴。",
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_question_about_an_in_law_finds_what_the_memories_say_of_them(make_service, mode) -> None:
+    """ "My mother-in-law" / "我婆婆" is the person a memory names beside the word
+    (Maureen, 王秀英): what the memories say of her ranks among the first three."""
+    svc = make_service()
+    for text in WIDER_FAMILY:
+        await svc.add(KEY, text)
+    calls = await _texts(svc, "Which day does my mother-in-law phone?", max_results=3, mode=mode)
+    assert "Maureen rings every Sunday evening." in calls
+    home = await _texts(svc, "我婆婆家在哪个城市？", max_results=3, mode=mode)
+    assert "王秀英住在苏州的老城区。" in home

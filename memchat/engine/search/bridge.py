@@ -72,11 +72,36 @@ RELATIONS: dict[str, tuple[str, ...]] = {
     # Not "manager": it is as often a job title ("a project manager at Siemens").
     "boss": ("boss", "老板", "领导", "上司"),
     "roommate": ("roommate", "flatmate", "housemate", "室友", "舍友"),
+    # The wider family, each relative by the one word people use (search/kinship.py
+    # asks "my husband's mother" as "my mother-in-law").
+    "mother-in-law": ("mother-in-law", "婆婆", "岳母", "丈母娘"),
+    "father-in-law": ("father-in-law", "公公", "岳父", "老丈人", "丈人"),
+    "sister-in-law": ("sister-in-law", "嫂子", "弟媳", "大姑子", "小姑子", "大姨子", "小姨子"),
+    "brother-in-law": ("brother-in-law", "姐夫", "妹夫", "大伯子", "小叔子", "大舅子", "小舅子"),
+    "daughter-in-law": ("daughter-in-law", "儿媳妇", "儿媳"),
+    "son-in-law": ("son-in-law", "女婿"),
+    "grandmother": ("grandmother", "grandma", "granny", "外婆", "姥姥", "奶奶"),
+    "grandfather": ("grandfather", "grandpa", "grandad", "granddad", "外公", "姥爷", "爷爷"),
+    "grandchild": ("grandchild", "grandchildren", "grandkid"),
+    "grandson": ("grandson", "孙子", "外孙"),
+    "granddaughter": ("granddaughter", "孙女", "外孙女"),
+    # Not 阿姨: any older woman, or a nanny, as often as an aunt.
+    "aunt": ("aunt", "auntie", "姨妈", "小姨", "姑姑", "姑妈"),
+    "uncle": ("uncle", "舅舅", "叔叔", "伯伯"),
+    "nephew": ("nephew", "外甥", "侄子"),
+    "niece": ("niece", "外甥女", "侄女"),
+    "cousin": ("cousin", "表哥", "表姐", "表妹", "表弟", "堂哥", "堂姐", "堂妹", "堂弟"),
 }  # fmt: skip
 #: The relations a memory's word may name for a query's: "my partner" is a wife,
 #: a husband or a partner; "my wife" a wife or a partner; "my sibling" a sister
-#: or a brother, "my child" a son or a daughter (and the other way round).
-_WIDER = {"partner": ("wife", "husband"), "sibling": ("sister", "brother"), "child": ("son", "daughter")}
+#: or a brother, "my child" a son or a daughter, "my grandchild" a grandson or a
+#: granddaughter (and the other way round).
+_WIDER = {
+    "partner": ("wife", "husband"),
+    "sibling": ("sister", "brother"),
+    "child": ("son", "daughter"),
+    "grandchild": ("grandson", "granddaughter"),
+}
 MATCHES: dict[str, frozenset[str]] = {group: frozenset({group}) for group in RELATIONS}
 for _wide, _narrow in _WIDER.items():
     MATCHES[_wide] = frozenset({_wide, *_narrow})
@@ -201,7 +226,7 @@ def _listed_names(words: list[str], i: int) -> tuple[str, ...]:
 def _is_plural(word: str) -> bool:
     """A plural relation word: children, sisters, kids (not sister's, not sister)."""
     lower = word.lower()
-    if lower == "children":
+    if lower in ("children", "grandchildren"):
         return True
     return lower.endswith("s") and lower not in _GROUP_OF and "'" not in lower and "’" not in lower
 
