@@ -10,6 +10,7 @@ import pytest
 
 from memchat.engine.model import Entry, Memory
 from memchat.engine.search.bridge import bridge, merge, relation_in
+from memchat.engine.search.tokens import build_search_tokens
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -102,14 +103,22 @@ def test_a_job_title_or_a_place_is_not_taken_for_a_person() -> None:
 
 def test_the_most_named_person_in_the_question_s_language_wins() -> None:
     memories = held("Sam's wife Priya plays the viola.", "我和老公王磊住在杭州。", "王磊是我爱人。")
-    assert bridge("我爱人平时做什么运动？", memories).query == "王磊平时做什么运动？"
+    assert bridge("我爱人平时做什么运动？", memories).query == "王磊 平时做什么运动？"
     assert bridge("What does my partner play?", memories).name == "Priya"
+
+
+def test_a_chinese_name_stands_apart_in_the_question_asked_again() -> None:
+    """jieba glues a name to the next word ("陈可学什么" gives 陈可学): set off by spaces,
+    the name is a word of the question asked again."""
+    found = bridge("我女儿学什么专业？", held("周海燕的女儿陈可在上海读大学。"))
+    assert found is not None and found.query == "陈可 学什么专业？"
+    assert "陈可" in build_search_tokens(found.query)
 
 
 def test_a_chinese_name_of_prefix_and_surname_is_a_name() -> None:
     """jieba cuts 老陈 into 老 + 陈; the name is both."""
     memories = held("周海燕的丈夫老陈对花粉过敏。", "周海燕的好朋友小刘在银行上班。")
-    assert bridge("告诉我老公是干什么的", memories).query == "告诉老陈是干什么的"
+    assert bridge("告诉我老公是干什么的", memories).query == "告诉 老陈 是干什么的"
     assert bridge("我最亲近的闺蜜是谁？", memories).name == "小刘"
 
 
@@ -125,6 +134,11 @@ def test_a_list_after_a_plural_relation_asks_about_each_name() -> None:
     # One person the relation names wins over a list; a list of one is that one.
     both = held(children, "Nora's daughter Ciara lives in Melbourne.")
     assert bridge("What's my daughter's job?", both).names == ("Ciara",)
+    chinese = bridge("我女儿在哪上学？", held("周海燕有两个孩子，陈浩和陈可。"))
+    assert chinese is not None and chinese.queries == ("陈浩 在哪上学？", "陈可 在哪上学？")
+    three = bridge("我儿子做什么工作？", held("老王有三个孩子，王刚、王芳和王丽。"))
+    assert three is not None and three.names == ("王刚", "王芳", "王丽")
+    assert bridge("我女儿在哪上学？", held("周海燕的女儿陈可在上海读大二。")).names == ("陈可",)
     one_son = held("Nora has two sons, Fionn and a baby girl.")
     assert bridge("What's my son's job?", one_son).names == ("Fionn",)
 

@@ -229,6 +229,10 @@ CHILDREN = [
     "Nora's brother Seán is a carpenter in Boston.",
     "Nora's neighbour Orla works at the bank on Shop Street.",
     "Nora taught at a primary school for thirty years.",
+    "周海燕有两个孩子，陈浩和陈可。",
+    "陈浩在杭州一家医院当医生。",
+    "陈可在上海读大学，学的是会计。",
+    "周海燕的好朋友小刘在银行上班。",
 ]
 
 
@@ -243,6 +247,10 @@ async def test_a_question_about_one_of_the_children_a_memory_lists_finds_theirs(
     assert "Fionn is a civil engineer with Cork County Council." in son
     daughter = await _texts(svc, "What's my daughter's job?", max_results=3, mode=mode)
     assert "Ciara works as an intensive-care nurse in Melbourne." in daughter
+    son_zh = await _texts(svc, "我儿子是干什么的？", max_results=3, mode=mode)
+    assert "陈浩在杭州一家医院当医生。" in son_zh
+    daughter_zh = await _texts(svc, "我女儿学什么专业？", max_results=3, mode=mode)
+    assert "陈可在上海读大学，学的是会计。" in daughter_zh
 
 
 WIDER_FAMILY = [

@@ -64,7 +64,7 @@ RELATIONS: dict[str, tuple[str, ...]] = {
     "brother": ("brother", "哥哥", "弟弟"),
     "mother": ("mother", "mom", "mum", "mam", "mommy", "mummy", "妈妈", "老妈", "妈", "母亲"),
     "father": ("father", "dad", "daddy", "爸爸", "老爸", "爸", "父亲"),
-    "child": ("child", "children", "kid", "孩子"),
+    "child": ("child", "children", "kid", "孩子", "子女", "儿女"),
     "son": ("son", "儿子"),
     "daughter": ("daughter", "女儿", "闺女"),
     "friend": ("friend", "pal", "朋友", "好朋友", "闺蜜"),
@@ -251,7 +251,24 @@ def _latin_name(text: str, group: str) -> tuple[str, ...]:
     return ()
 
 
-def _han_name(text: str, group: str, posseg: Any) -> str | None:
+#: Chinese words that may name several children at once ("两个孩子，陈浩和陈可").
+_HAN_COLLECTIVES = frozenset({"孩子", "孩子们", "子女", "儿女"})
+#: Between the names of such a list: punctuation (jieba's "x") and conjunctions ("c").
+_HAN_LIST_FLAGS = frozenset({"x", "c"})
+
+
+def _han_listed_names(pairs: list[tuple[str, str]], i: int) -> tuple[str, ...]:
+    """The names listed right after the collective word ``pairs[i]``."""
+    names: list[str] = []
+    for word, flag in pairs[i + 1 : i + 1 + 2 * BRIDGE_LIST_NAMES]:
+        if flag == "nr" and len(word) >= 2:
+            names.append(word)
+        elif flag not in _HAN_LIST_FLAGS or word in "。？！.?!":
+            break
+    return tuple(names[:BRIDGE_LIST_NAMES])
+
+
+def _han_name(text: str, group: str, posseg: Any) -> tuple[str, ...]:
     pairs: list[tuple[str, str]] = []
     for p in posseg.cut(text):
         # jieba cuts 老陈 into 老 + 陈, and 王秀英 into the surname + 秀英: one name each.
@@ -264,12 +281,14 @@ def _han_name(text: str, group: str, posseg: Any) -> str | None:
     for i, (word, _) in enumerate(pairs):
         if _GROUP_OF.get(word) not in MATCHES[group]:
             continue
+        if word in _HAN_COLLECTIVES and len(listed := _han_listed_names(pairs, i)) > 1:
+            return listed  # "两个孩子，陈浩和陈可" for "我女儿": one of them is
         for j in _nearest_first(i, len(pairs)):
             # "周海燕的妈妈": a name with 的 before the relation is its owner, not the mother.
             owner = j < i and any(w == "的" for w, _ in pairs[j + 1 : i])
             if pairs[j][1] == "nr" and len(pairs[j][0]) >= 2 and not owner:
-                return pairs[j][0]
-    return None
+                return (pairs[j][0],)
+    return ()
 
 
 _tagger_loaded = False
@@ -310,8 +329,7 @@ def bridge(
         han = bool(HAN_RE.search(text))
         if han:
             posseg = tagger_module()
-            found = _han_name(text, group, posseg) if posseg is not None else None
-            names: tuple[str, ...] = (found,) if found else ()
+            names = _han_name(text, group, posseg) if posseg is not None else ()
         else:
             names = _latin_name(text, group)
         names = tuple(name for name in names if name not in query)
@@ -326,8 +344,17 @@ def bridge(
     # often named, then one person over a list ("her daughter Ciara" over "two
     # children, Ciara and Fionn"); max keeps the first of equals: the better holder.
     names = max(counts, key=lambda n: (same_script[n], counts[n], len(n) == 1))
-    queries = tuple(query[:start] + name + query[end:] for name in names)
+    queries = tuple(_in_place(query, start, end, name) for name in names)
     return Bridge(queries[0], names[0], via[names], names, queries)
+
+
+def _in_place(query: str, start: int, end: int, name: str) -> str:
+    """``query`` with ``name`` for its ``start:end``. A Chinese name stands apart, set
+    off by spaces: jieba would glue it to the next word ("陈可学什么" gives 陈可学), and
+    the name is the one word the question must match."""
+    if not HAN_RE.search(name):
+        return query[:start] + name + query[end:]
+    return f"{query[:start].rstrip()} {name} {query[end:].lstrip()}".strip()
 
 
 def merge(first: Sequence[Entry], second: Sequence[Entry], limit: int) -> list[Entry]:
