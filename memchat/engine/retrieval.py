@@ -50,20 +50,15 @@ B = TypeVar("B")
 
 
 async def _together(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
-    """Both results, the two run concurrently; when one fails the other is
-    cancelled (``asyncio.gather`` would leave it running unobserved) and the
-    failure raised as it is."""
-    tasks = (asyncio.ensure_future(first), asyncio.ensure_future(second))
-    try:
-        return await asyncio.gather(*tasks)
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        raise
+    """Both results, the two run concurrently (as :func:`_each`)."""
+    a, b = await _each([cast("Awaitable[object]", first), cast("Awaitable[object]", second)])
+    return cast("A", a), cast("B", b)
 
 
 async def _each(awaitables: Sequence[Awaitable[A]]) -> list[A]:
-    """Every result, as :func:`_together`, for any number of the same kind."""
+    """Every result, all run concurrently; when one fails the others are
+    cancelled (``asyncio.gather`` would leave them running unobserved) and the
+    failure raised as it is."""
     tasks = [asyncio.ensure_future(a) for a in awaitables]
     try:
         return list(await asyncio.gather(*tasks))
@@ -190,7 +185,7 @@ class Retrieval:
         results, again = await _together(
             self._asked(key, query, options, mode), self._asked(key, one_word, options, mode)
         )
-        return merge(results, again, options.max_results or self.max_results)
+        return merge(results, again, limit=options.max_results or self.max_results)
 
     async def _asked(self, key: UserKey, query: str, options: SearchOptions, mode: str) -> list[Entry]:
         """The ranking for ``query`` as it stands, with the question again about the
@@ -221,10 +216,7 @@ class Retrieval:
                 return await self._ranked(key, found.query, options, mode)
             # One of several ("two children, Ciara and Fionn"): each asked about.
             rankings = await _each([self._ranked(key, q, options, mode) for q in found.queries])
-            merged = rankings[0]
-            for ranking in rankings[1:]:
-                merged = merge(merged, ranking, options.max_results or self.max_results)
-            return merged
+            return merge(*rankings, limit=options.max_results or self.max_results)
 
         # The question as asked and the question about the person do not depend on
         # each other: asked one after the other they made a bridged search the
@@ -232,7 +224,7 @@ class Retrieval:
         results, again = await _together(self._ranked(key, query, options, mode), about_the_person())
         if again is None:
             return results
-        return merge(results, again, options.max_results or self.max_results)
+        return merge(results, again, limit=options.max_results or self.max_results)
 
     async def _ranked(self, key: UserKey, query: str, options: SearchOptions, mode: str) -> list[Entry]:
         if mode != SEARCH_KEYWORD and self._semantic_ready():

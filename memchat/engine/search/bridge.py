@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from ..model import Entry
 from .tokens import _HAN_RE as HAN_RE
@@ -128,6 +128,7 @@ MY_RELATION_ZH = re.compile(
     r"(" + "|".join(map(re.escape, _HAN)) + ")"
 )
 _WORD = re.compile(r"[\w'’-]+")
+T = TypeVar("T")
 #: A capitalised word after one of these is a place or a firm ("a friend in Berlin").
 _PLACE_BEFORE = frozenset({"in", "at", "from", "to", "near", "of", "on", "for", "into", "by"})
 #: Between a name and a relation after it, these say the relation is the name's own
@@ -212,15 +213,22 @@ def _is_name(word: str) -> bool:
     return word[:1].isupper() and word[1:].islower() and word not in _NOT_NAMES
 
 
-def _listed_names(words: list[str], i: int) -> tuple[str, ...]:
-    """The names listed right after the plural relation word ``words[i]``."""
+def _listed(
+    items: Sequence[T], name_of: Callable[[T], str | None], joins: Callable[[T], bool]
+) -> tuple[str, ...]:
+    """The names listed at the start of ``items`` ("Ciara and Fionn", "陈浩和陈可"):
+    read while each item is a name (``name_of`` gives it) or joins two (``joins``)."""
     names: list[str] = []
-    for word in words[i + 1 : i + 1 + 2 * BRIDGE_LIST_NAMES]:
-        if _is_name(word) and not word.endswith(("'s", "’s")):
-            names.append(word)
-        elif word.lower() not in _LIST_WORDS:
+    for item in items[: 2 * BRIDGE_LIST_NAMES]:
+        if name := name_of(item):
+            names.append(name)
+        elif not joins(item):
             break
     return tuple(names[:BRIDGE_LIST_NAMES])
+
+
+def _latin_listed(word: str) -> str | None:
+    return word if _is_name(word) and not word.endswith(("'s", "’s")) else None
 
 
 def _is_plural(word: str) -> bool:
@@ -238,7 +246,7 @@ def _latin_name(text: str, group: str) -> tuple[str, ...]:
             continue
         if _is_plural(word):
             # "two children, Ciara and Fionn" for "my daughter": one of them is.
-            listed = _listed_names(words, i)
+            listed = _listed(words[i + 1 :], _latin_listed, lambda w: w.lower() in _LIST_WORDS)
             if len(listed) > 1:
                 return listed
         for j in _nearest_first(i, len(words)):
@@ -257,15 +265,14 @@ _HAN_COLLECTIVES = frozenset({"孩子", "孩子们", "子女", "儿女"})
 _HAN_LIST_FLAGS = frozenset({"x", "c"})
 
 
-def _han_listed_names(pairs: list[tuple[str, str]], i: int) -> tuple[str, ...]:
-    """The names listed right after the collective word ``pairs[i]``."""
-    names: list[str] = []
-    for word, flag in pairs[i + 1 : i + 1 + 2 * BRIDGE_LIST_NAMES]:
-        if flag == "nr" and len(word) >= 2:
-            names.append(word)
-        elif flag not in _HAN_LIST_FLAGS or word in "。？！.?!":
-            break
-    return tuple(names[:BRIDGE_LIST_NAMES])
+def _han_person(pair: tuple[str, str]) -> str | None:
+    """The name of a tagged word that is a person's (two runes or more), else None."""
+    word, flag = pair
+    return word if flag == "nr" and len(word) >= 2 else None
+
+
+def _han_joins(pair: tuple[str, str]) -> bool:
+    return pair[1] in _HAN_LIST_FLAGS and pair[0] not in "。？！.?!"
 
 
 def _han_name(text: str, group: str, posseg: Any) -> tuple[str, ...]:
@@ -281,13 +288,13 @@ def _han_name(text: str, group: str, posseg: Any) -> tuple[str, ...]:
     for i, (word, _) in enumerate(pairs):
         if _GROUP_OF.get(word) not in MATCHES[group]:
             continue
-        if word in _HAN_COLLECTIVES and len(listed := _han_listed_names(pairs, i)) > 1:
+        if word in _HAN_COLLECTIVES and len(listed := _listed(pairs[i + 1 :], _han_person, _han_joins)) > 1:
             return listed  # "两个孩子，陈浩和陈可" for "我女儿": one of them is
         for j in _nearest_first(i, len(pairs)):
             # "周海燕的妈妈": a name with 的 before the relation is its owner, not the mother.
             owner = j < i and any(w == "的" for w, _ in pairs[j + 1 : i])
-            if pairs[j][1] == "nr" and len(pairs[j][0]) >= 2 and not owner:
-                return (pairs[j][0],)
+            if (name := _han_person(pairs[j])) and not owner:
+                return (name,)
     return ()
 
 
@@ -357,10 +364,10 @@ def _in_place(query: str, start: int, end: int, name: str) -> str:
     return f"{query[:start].rstrip()} {name} {query[end:].lstrip()}".strip()
 
 
-def merge(first: Sequence[Entry], second: Sequence[Entry], limit: int) -> list[Entry]:
-    """The two rankings as one, each memory at its better score, best first."""
+def merge(*rankings: Sequence[Entry], limit: int) -> list[Entry]:
+    """The rankings as one, each memory at its best score, best first."""
     best: dict[str, Entry] = {}
-    for entry in (*first, *second):
+    for entry in (entry for ranking in rankings for entry in ranking):
         kept = best.get(entry.id)
         if kept is None or (entry.score or 0.0) > (kept.score or 0.0):
             best[entry.id] = entry

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from .bridge import RELATIONS
+from .bridge import HAN_RE, RELATIONS
 
 __all__ = ["in_one_word"]
 
@@ -110,9 +110,8 @@ for (_first, _second), _words in list(_ONE_WORD.items()):
             _ONE_WORD.setdefault((_first, _chinese), _words)
 
 _RELATION_OF = {word: relation for relation, words in _STEPS.items() for word in words}
-_HAN = re.compile(r"[\u4e00-\u9fff]")
-_LATIN_WORDS = sorted((w for w in _RELATION_OF if not _HAN.search(w)), key=len, reverse=True)
-_HAN_WORDS = sorted((w for w in _RELATION_OF if _HAN.search(w)), key=len, reverse=True)
+_LATIN_WORDS = sorted((w for w in _RELATION_OF if not HAN_RE.search(w)), key=len, reverse=True)
+_HAN_WORDS = sorted((w for w in _RELATION_OF if HAN_RE.search(w)), key=len, reverse=True)
 _LATIN = "|".join(map(re.escape, _LATIN_WORDS))
 _HAN_ALTERNATIVES = "|".join(map(re.escape, _HAN_WORDS))
 
@@ -131,7 +130,9 @@ _EN_OF = re.compile(
 _ZH = re.compile(
     rf"(?P<owner>我|俺|咱|用户)的?(?P<first>{_HAN_ALTERNATIVES})的(?P<second>{_HAN_ALTERNATIVES})"
 )
-_SPOUSES = sorted((w for w in (*_STEPS["husband"], *_STEPS["wife"]) if _HAN.search(w)), key=len, reverse=True)
+_SPOUSES = sorted(
+    (w for w in (*_STEPS["husband"], *_STEPS["wife"]) if HAN_RE.search(w)), key=len, reverse=True
+)
 _TWO_RUNES = [w for w in _HAN_WORDS if len(w) >= 2]
 #: … but after a spouse, a two-rune step may follow without it ("我老公妈妈", "我老婆
 #: 姐姐"): other pairs so written are more often two people ("我儿子女儿", my son and
