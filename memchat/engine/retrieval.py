@@ -28,6 +28,7 @@ from .search.bridge import (
     relation_words,
 )
 from .search.candidates import KEYWORD_CANDIDATES, KeywordPlanner
+from .search.idioms import in_plain_words
 from .search.index import KEYWORD_SPACE, LEXICAL_SPACE, KeywordStats, query_terms
 from .search.kinship import in_one_word
 from .search.request import without_request
@@ -176,7 +177,9 @@ class Retrieval:
         mode = options.resolved_mode(self.search_mode)
         if mode == SEARCH_KEYWORD:  # keyword mode ranks the words as given (the reference's)
             return await self._asked(key, query, options, mode)
-        query = without_request(query, HAN_RELATION_WORDS)
+        # The question a request carries, its idioms in plain words ("for a living":
+        # as a job, not "lives"): search/request.py, search/idioms.py.
+        query = in_plain_words(without_request(query, HAN_RELATION_WORDS))
         one_word = None if options.order_by_event_time else in_one_word(query)
         if one_word is None:
             return await self._asked(key, query, options, mode)

@@ -275,3 +275,30 @@ async def test_a_question_about_an_in_law_finds_what_the_memories_say_of_them(ma
     assert "Maureen rings every Sunday evening." in calls
     home = await _texts(svc, "我婆婆家在哪个城市？", max_results=3, mode=mode)
     assert "王秀英住在苏州的老城区。" in home
+
+
+LIVES_AND_JOBS = [
+    "Owen lives in a terraced house in Canton, Cardiff.",
+    "Owen's mother Glenys lives in a care home in Porthcawl.",
+    "Owen's neighbour Sian lives in Barry.",
+    "Owen is a structural engineer at a bridge-building firm.",
+    "Owen's wife Bethan keeps bees.",
+    "Owen grows tomatoes in a greenhouse behind the house.",
+    "Owen's best friend Huw keeps racing pigeons.",
+]
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "semantic"])
+async def test_a_question_about_a_living_asks_about_a_job_not_a_home(make_service, mode) -> None:
+    """ "Do for a living" is about work: the keyword side read its "living" as
+    "lives", and ranked the three memories about where people live first."""
+    svc = make_service()
+    for text in LIVES_AND_JOBS:
+        await svc.add(KEY, text)
+    job = await _texts(svc, "What do I do for a living?", max_results=3, mode=mode)
+    assert job[0] == "Owen is a structural engineer at a bridge-building firm."
+    earns = await _texts(svc, "How do I make a living?", max_results=3, mode=mode)
+    assert earns[0] == "Owen is a structural engineer at a bridge-building firm."
+    # "Live" outside the idiom is still the word.
+    home = await _texts(svc, "Where does my mother live?", max_results=3, mode=mode)
+    assert home[0] == "Owen's mother Glenys lives in a care home in Porthcawl."

@@ -6,6 +6,7 @@
 * :mod:`.fusion` — hybrid ranking: calibrated dense + keyword + tokens;
 * :mod:`.results` — filters, kind fallback, order, dedup, truncation (§4.1 steps 4–8).
 * :mod:`.request` — a request's wrapper taken off the question ("Remind me…", "请问");
+* :mod:`.idioms` — an idiom said in plain words ("do for a living" → "do as a job");
 * :mod:`.kinship` — a relative named in two steps asked by the one word ("我老公的妈妈" → 我婆婆);
 * :mod:`.bridge` — a question about "my sister" asked again about the person she is.
 
