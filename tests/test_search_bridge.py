@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from memchat.engine.model import Entry, Memory
-from memchat.engine.search.bridge import bridge, merge, relation_in
+from memchat.engine.search.bridge import bridge, merge, relation_in, relation_of
 from memchat.engine.search.tokens import build_search_tokens
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -256,3 +256,17 @@ async def test_a_question_finds_the_person_named_in_the_other_language(memories,
     found = await svc.search(key, question, SearchOptions(mode="keyword"))
     assert answer in [e.memory.text for e in found]
     await svc.close()
+
+
+def test_the_relation_a_named_person_has_to_the_user_is_read_from_the_memories() -> None:
+    holders = held(
+        "Nora and Declan married on 2 August 1980.",
+        "Declan's mother Maureen rings on Sundays.",
+        "Nora's husband Declan is a retired harbour pilot.",
+        "我和老公老陈住在杭州。",
+    )
+    firsts = ("husband", "wife", "mother", "father")
+    assert relation_of("Declan", holders, firsts) == "husband"
+    assert relation_of("Nora", holders, firsts) is None  # the owner of the relation, not it
+    assert relation_of("老陈", holders, firsts) == "husband"
+    assert relation_of("Declan", holders, ("son", "daughter")) is None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from memchat.engine.search.bridge import relation_in
-from memchat.engine.search.kinship import in_one_word
+from memchat.engine.search.kinship import in_one_word, named_relative
 
 
 @pytest.mark.parametrize(
@@ -61,3 +61,47 @@ def test_letters_only_unicode_folds_to_ascii_are_no_relation(query) -> None:
     a search for "my huſband's mother" raised KeyError."""
     assert in_one_word(query) is None
     assert relation_in(query) is None
+
+
+@pytest.mark.parametrize(
+    ("query", "names", "second"),
+    [
+        ("Remind me which day Declan's mam calls", ("Declan",), "mother"),
+        ("Where does Bríd's husband work?", ("Bríd",), "husband"),
+        ("What is Tom’s DAUGHTER called?", ("Tom",), "daughter"),
+        ("老陈的妈妈养了什么宠物？", ("老陈",), "mother"),
+        ("谁是王秀英的女儿", ("王秀英", "秀英"), "daughter"),
+        ("谁是老陈的姐姐", ("是老陈", "老陈"), "older sister"),
+    ],
+)
+def test_a_relative_of_a_named_person_is_found(query: str, names: tuple[str, ...], second: str) -> None:
+    found = named_relative(query)
+    assert found is not None
+    assert (found.names, found.second) == (names, second)
+
+
+def test_a_named_relative_in_one_word_replaces_name_and_step() -> None:
+    found = named_relative("Remind me which day Declan's mam calls")
+    assert found is not None
+    assert "husband" in found.firsts() and "son" not in found.firsts()  # no word for a son's mother
+    assert found.in_one_word("Declan", "husband") == "Remind me which day my mother-in-law calls"
+    found = named_relative("谁是老陈的妈妈")
+    assert found is not None
+    assert found.in_one_word("老陈", "husband") == "谁是我婆婆"
+    assert found.in_one_word("老陈", "wife") == "谁是我岳母、丈母娘"
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "What is my husband's mother called?",  # the user's own: in_one_word
+        "我老公的妈妈住哪",
+        "What is Mum's sister called?",  # a relation word, not a name
+        "Where does the user's mother live?",
+        "declan's mam",  # not written as a name
+        "Declan's boat",  # no step
+        "Where does Declan live?",
+    ],
+)
+def test_no_named_relative_is_found_where_none_is_named(query: str) -> None:
+    assert named_relative(query) is None

@@ -25,12 +25,13 @@ from .search.bridge import (
     merge,
     name_tagger_loaded,
     relation_in,
+    relation_of,
     relation_words,
 )
 from .search.candidates import KEYWORD_CANDIDATES, KeywordPlanner
 from .search.idioms import in_plain_words
 from .search.index import KEYWORD_SPACE, LEXICAL_SPACE, KeywordStats, query_terms
-from .search.kinship import in_one_word
+from .search.kinship import in_one_word, named_relative
 from .search.request import without_request
 from .search.scope import one_search
 
@@ -180,7 +181,9 @@ class Retrieval:
         # The question a request carries, its idioms in plain words ("for a living":
         # as a job, not "lives"): search/request.py, search/idioms.py.
         query = in_plain_words(without_request(query, HAN_RELATION_WORDS))
-        one_word = None if options.order_by_event_time else in_one_word(query)
+        one_word = None
+        if not options.order_by_event_time:
+            one_word = in_one_word(query) or await self._named_in_one_word(key, query)
         if one_word is None:
             return await self._asked(key, query, options, mode)
         # "我老公的妈妈" asked as written (a memory may say 老陈的妈妈) and as 我婆婆, the word
@@ -189,6 +192,24 @@ class Retrieval:
             self._asked(key, query, options, mode), self._asked(key, one_word, options, mode)
         )
         return merge(results, again, limit=options.max_results or self.max_results)
+
+    async def _named_in_one_word(self, key: UserKey, query: str) -> str | None:
+        """ "Declan's mam" is "my mother-in-law" when a memory says Declan is the
+        user's husband ("Nora's husband Declan…"): the query so, or None."""
+        named = named_relative(query)
+        if named is None:
+            return None
+        firsts = named.firsts()
+        if not firsts:
+            return None
+        holders = await self._holders(key, " ".join(named.names))
+        if not name_tagger_loaded() and any(HAN_RE.search(e.memory.text) for e in holders):
+            await asyncio.to_thread(keyword.load_name_tagger)  # a second and a half, once
+        for name in named.names:
+            first = relation_of(name, holders, firsts)
+            if first is not None:
+                return named.in_one_word(name, first)
+        return None
 
     async def _asked(self, key: UserKey, query: str, options: SearchOptions, mode: str) -> list[Entry]:
         """The ranking for ``query`` as it stands, with the question again about the

@@ -302,3 +302,29 @@ async def test_a_question_about_a_living_asks_about_a_job_not_a_home(make_servic
     # "Live" outside the idiom is still the word.
     home = await _texts(svc, "Where does my mother live?", max_results=3, mode=mode)
     assert home[0] == "Owen's mother Glenys lives in a care home in Porthcawl."
+
+
+NAMED_IN_LAWS = [
+    "Nora's husband Declan is a retired harbour pilot.",
+    "Declan volunteers with the lifeboat crew.",
+    "Nora's mother-in-law Maureen rings every Sunday evening.",
+    "Nora's mother Peggy is in a care home in Galway.",
+    "Nora's neighbour Orla calls round on Fridays.",
+    "我和老公老陈住在杭州。",
+    "老陈每个周末都去钓鱼。",
+    "我婆婆养了一只八哥。",
+    "我妈妈住在绍兴。",
+]
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "semantic"])
+async def test_a_relative_of_a_named_relative_is_asked_by_the_one_word(make_service, mode) -> None:
+    """ "Declan's mam" is the user's mother-in-law when a memory says Declan is her
+    husband ("老陈的妈妈" is 我婆婆 when 老陈 is 我老公): the memory about her ranks first."""
+    svc = make_service()
+    for text in NAMED_IN_LAWS:
+        await svc.add(KEY, text)
+    calls = await _texts(svc, "Which day does Declan's mam phone?", max_results=3, mode=mode)
+    assert calls[0] == "Nora's mother-in-law Maureen rings every Sunday evening."
+    pet = await _texts(svc, "老陈的妈妈养了什么宠物？", max_results=3, mode=mode)
+    assert pet[0] == "我婆婆养了一只八哥。"

@@ -1,7 +1,8 @@
 """The search's query rewrites never raise, whatever the text: a request's wrapper
-taken off, an idiom in plain words, a relative in two steps asked in one word, the relation a question
-names, the tokens. "my huſband's mother" once raised KeyError from every search
-(Unicode's case folding took the long s for "s")."""
+taken off, an idiom in plain words, a relative in two steps asked in one word (the
+user's own or a named person's), the relation a question names, the tokens. "my
+huſband's mother" once raised KeyError from every search (Unicode's case folding
+took the long s for "s")."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from hypothesis import strategies as st
 
 from memchat.engine.search.bridge import RELATIONS, relation_in
 from memchat.engine.search.idioms import in_plain_words
-from memchat.engine.search.kinship import in_one_word
+from memchat.engine.search.kinship import in_one_word, named_relative
 from memchat.engine.search.request import without_request
 from memchat.engine.search.tokens import build_search_tokens
 
@@ -22,6 +23,7 @@ WORDS = sorted({w for words in RELATIONS.values() for w in words})
 PIECES = st.one_of(
     st.sampled_from(WORDS),
     st.sampled_from(["my ", "My ", "MY ", "the user's ", "'s ", "s ", " of my ", "我", "的", "用户", "俺"]),
+    st.sampled_from(["Declan", "Bríd", "老陈", "王秀英", "Ärger", "ǅemal"]),
     st.sampled_from(["Remind me ", "tell me ", "请问", "告诉我", "提醒我"]),
     st.sampled_from([" for a living", " makes a living", " earning their living", " room", " LIVING"]),
     st.sampled_from(list(FOLDING)),
@@ -41,6 +43,11 @@ def test_no_rewrite_raises(query: str) -> None:
         rest = in_plain_words(without_request(text))
         assert isinstance(rest, str)
         assert in_one_word(rest) is None or isinstance(in_one_word(rest), str)
+        named = named_relative(rest)
+        if named is not None:
+            for name in named.names:
+                for first in named.firsts():
+                    assert isinstance(named.in_one_word(name, first), str)
         found = relation_in(rest)
         assert found is None or found[0] in RELATIONS
         assert isinstance(build_search_tokens(rest), list)

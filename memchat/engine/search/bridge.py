@@ -40,10 +40,12 @@ __all__ = [
     "Bridge",
     "bridge",
     "han_relation_words",
+    "han_words",
     "load_name_tagger",
     "merge",
     "name_tagger_loaded",
     "relation_in",
+    "relation_of",
     "relation_words",
 ]
 
@@ -275,7 +277,9 @@ def _han_joins(pair: tuple[str, str]) -> bool:
     return pair[1] in _HAN_LIST_FLAGS and pair[0] not in "。？！.?!"
 
 
-def _han_name(text: str, group: str, posseg: Any) -> tuple[str, ...]:
+def han_words(text: str, posseg: Any) -> list[tuple[str, str]]:
+    """``text`` cut into (word, part-of-speech flag) pairs by jieba's tagger, a
+    person's name one word."""
     pairs: list[tuple[str, str]] = []
     for p in posseg.cut(text):
         # jieba cuts 老陈 into 老 + 陈, and 王秀英 into the surname + 秀英: one name each.
@@ -285,6 +289,10 @@ def _han_name(text: str, group: str, posseg: Any) -> tuple[str, ...]:
             pairs[-1] = (prefix[0] + p.word, "nr")
         else:
             pairs.append((p.word, p.flag))
+    return pairs
+
+
+def _han_name(pairs: Sequence[tuple[str, str]], group: str) -> tuple[str, ...]:
     for i, (word, _) in enumerate(pairs):
         if _GROUP_OF.get(word) not in MATCHES[group]:
             continue
@@ -334,11 +342,7 @@ def bridge(
     for entry in holders[:BRIDGE_HOLDERS]:
         text = entry.memory.text
         han = bool(HAN_RE.search(text))
-        if han:
-            posseg = tagger_module()
-            names = _han_name(text, group, posseg) if posseg is not None else ()
-        else:
-            names = _latin_name(text, group)
+        names = _names(text, han, group)
         names = tuple(name for name in names if name not in query)
         if names:
             counts[names] += 1
@@ -353,6 +357,36 @@ def bridge(
     names = max(counts, key=lambda n: (same_script[n], counts[n], len(n) == 1))
     queries = tuple(_in_place(query, start, end, name) for name in names)
     return Bridge(queries[0], names[0], via[names], names, queries)
+
+
+def _names(text: str, han: bool, group: str) -> tuple[str, ...]:
+    """The names ``text`` gives a person of relation ``group``."""
+    if not han:
+        return _latin_name(text, group)
+    posseg = tagger_module()
+    return _han_name(han_words(text, posseg), group) if posseg is not None else ()
+
+
+def relation_of(name: str, holders: Sequence[Entry], groups: Sequence[str]) -> str | None:
+    """Which of ``groups`` the user's relation named ``name`` is, as the memories
+    holding the name say it ("Nora's husband Declan": husband), first of ``groups``
+    to name it in the best holder first; None when none does."""
+    for entry in holders[:BRIDGE_HOLDERS]:
+        text = entry.memory.text
+        if name not in text:
+            continue
+        han = bool(HAN_RE.search(text))
+        if han:
+            posseg = tagger_module()
+            if posseg is None:
+                continue
+            pairs = han_words(text, posseg)
+            found = [g for g in groups if name in _han_name(pairs, g)]
+        else:
+            found = [g for g in groups if name in _latin_name(text, g)]
+        if found:
+            return found[0]
+    return None
 
 
 def _in_place(query: str, start: int, end: int, name: str) -> str:

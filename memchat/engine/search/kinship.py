@@ -9,15 +9,21 @@ composed word in place of the two steps, asked beside the question as written
 (a memory may compose them too: "Tom's mother Joan…"). A closed table of
 relations, first person only ("my", "我", "用户的"), so other questions are
 ranked as before.
+
+The first step may be a name the memories give a relative ("Declan's mam",
+"老陈的妈妈"): ``named_relative`` finds it, and when a memory says who that is to
+the user ("Nora's husband Declan", bridge.relation_of), the relative has one
+word too ("my mother-in-law").
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from .bridge import HAN_RE, RELATIONS
 
-__all__ = ["in_one_word"]
+__all__ = ["FIRST_STEPS", "NamedRelative", "in_one_word", "named_relative"]
 
 #: The relation words of engine/search/bridge.py that name no spouse (yet).
 _NOT_MARRIED = frozenset(
@@ -151,11 +157,78 @@ def in_one_word(query: str) -> str | None:
         if found is None:
             continue
         first = _RELATION_OF[found["first"].lower()]
-        second = _RELATION_OF[found["second"].lower()]
-        words = _ONE_WORD.get((first, second))
-        if words is None:
-            continue
-        owner = found["owner"]
-        one_word = f"{owner}{'的' if owner == '用户' else ''}{words[1]}" if chinese else f"{owner} {words[0]}"
-        return query[: found.start()] + one_word + query[found.end() :]
+        one_word = _one_word(found["owner"], first, _RELATION_OF[found["second"].lower()], chinese)
+        if one_word is not None:
+            return query[: found.start()] + one_word + query[found.end() :]
+    return None
+
+
+def _one_word(owner: str, first: str, second: str, chinese: bool) -> str | None:
+    """The owner's relative ``second`` of their ``first`` in one word ("my" husband
+    mother: "my mother-in-law"), or None when no word names them."""
+    words = _ONE_WORD.get((first, second))
+    if words is None:
+        return None
+    return f"{owner}{'的' if owner == '用户' else ''}{words[1]}" if chinese else f"{owner} {words[0]}"
+
+
+#: The first steps the table knows, as the bridge names their groups.
+FIRST_STEPS = tuple(dict.fromkeys(first for first, _ in _ONE_WORD if first in RELATIONS))
+#: "Declan's mam", "Bríd's husband": a capitalised name, then a step. The name is
+#: read with Unicode's letters, the step with ASCII case only (as the bridge's).
+_EN_NAMED = re.compile(rf"\b(?P<name>[^\W\d_][^\W\d_-]*)['’]s\s+(?P<second>(?ai:{_LATIN}))\b")
+#: "老陈的妈妈": two or three runes, then 的 and a step (which of them is a name,
+#: only the memories say).
+_ZH_NAMED = re.compile(rf"(?P<name>[{HAN_RE.pattern[1:-1]}]{{2,3}})的(?P<second>{_HAN_ALTERNATIVES})")
+#: Words before 's or 的 that name no one the memories could say is a relative.
+_NOT_NAMED = frozenset({"User", "My", "Our", "Your", "Their", "His", "Her", "Its"})
+_OWNERS = ("我", "俺", "咱", "用户")
+
+
+@dataclass(frozen=True, slots=True)
+class NamedRelative:
+    """A relative of a person the question names ("Declan's mam", "老陈的妈妈"). Who
+    that person is to the user ("my husband"), the memories say (bridge.relation_of);
+    then the relative has one word too ("my mother-in-law")."""
+
+    query: str
+    #: The name, or in Chinese the runs before 的 that may be one, longest first.
+    names: tuple[str, ...]
+    #: The relative's step from the named person, as the table names it.
+    second: str
+    chinese: bool
+    #: Where the names end (at 's or 的) and the step does.
+    name_end: int
+    end: int
+
+    def firsts(self) -> tuple[str, ...]:
+        """The relations the named person may have to the user for which the table
+        has a word for their relative."""
+        return tuple(first for first in FIRST_STEPS if (first, self.second) in _ONE_WORD)
+
+    def in_one_word(self, name: str, first: str) -> str | None:
+        """The query with the relative named in one word, the person ``name`` being
+        the user's ``first`` ("which day my mother-in-law calls")."""
+        one_word = _one_word("我" if self.chinese else "my", first, self.second, self.chinese)
+        if one_word is None:
+            return None
+        return self.query[: self.name_end - len(name)] + one_word + self.query[self.end :]
+
+
+def named_relative(query: str) -> NamedRelative | None:
+    """The relative of a named person the query asks about, if it names one
+    ("Declan's mam", "老陈的妈妈"); None otherwise, and for a relative of the user's
+    own (``in_one_word``)."""
+    for pattern, chinese in ((_ZH_NAMED, True), (_EN_NAMED, False)):
+        for found in pattern.finditer(query):
+            name = found["name"]
+            if chinese:
+                runs = (name, name[1:]) if len(name) == 3 else (name,)
+                names = tuple(n for n in runs if not n.startswith(_OWNERS) and n not in _RELATION_OF)
+            else:
+                person = name[:1].isupper() and name[1:].islower() and name not in _NOT_NAMED
+                names = (name,) if person and name.lower() not in _RELATION_OF else ()
+            if names:
+                second = _RELATION_OF[found["second"].lower()]
+                return NamedRelative(query, names, second, chinese, found.end("name"), found.end())
     return None
