@@ -6,6 +6,10 @@ took the long s for "s")."""
 
 from __future__ import annotations
 
+import re
+import unicodedata
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -13,7 +17,7 @@ from memchat.engine.search.bridge import RELATIONS, relation_in
 from memchat.engine.search.idioms import in_plain_words
 from memchat.engine.search.kinship import in_one_word, named_relative
 from memchat.engine.search.request import without_request
-from memchat.engine.search.tokens import build_search_tokens
+from memchat.engine.search.tokens import _CJK_CLASS, build_search_tokens, latin_share
 
 from .strategies import ANY_CHAR, given_settings
 
@@ -51,3 +55,27 @@ def test_no_rewrite_raises(query: str) -> None:
         found = relation_in(rest)
         assert found is None or found[0] in RELATIONS
         assert isinstance(build_search_tokens(rest), list)
+
+
+CJK_LETTER = re.compile(f"[{_CJK_CLASS}]")
+
+
+def _share_read_by_character(text: str) -> float:
+    """The share of non-CJK letters, read one character at a time (what
+    tokens.latin_share did before it skipped text without CJK)."""
+    letters = [ch for ch in text if unicodedata.category(ch)[0] in "LN"]
+    if not letters:
+        return 1.0
+    cjk = sum(1 for ch in letters if CJK_LETTER.fullmatch(ch))
+    return 1.0 - cjk / len(letters)
+
+
+@given_settings(weight=20)
+@given(
+    st.lists(
+        st.one_of(st.text(ANY_CHAR, max_size=6), st.sampled_from(["咖啡", "Go ", "ｶﾀｶﾅ", "한국", "²"])),
+        max_size=6,
+    ).map("".join)
+)
+def test_the_share_of_latin_letters_is_read_as_by_character(text: str) -> None:
+    assert latin_share(text) == pytest.approx(_share_read_by_character(text))

@@ -496,10 +496,17 @@ def lexical_query(query: str) -> str:
     return stem_text(query)
 
 
-def latin_share(query: str) -> float:
-    """Share of the query's letters that are not CJK (1.0 for English, 0.0 for Chinese)."""
-    letters = [ch for ch in query if _flags(ch) & _F_LETTER_NUMBER]
-    if not letters:
+@lru_cache(maxsize=_STATS_CACHE_SIZE)
+def latin_share(text: str) -> float:
+    """Share of the text's letters that are not CJK (1.0 for English, 0.0 for Chinese).
+
+    Hybrid search reads it for each of a query's hundred best candidates, every
+    search: read a character at a time, it was a quarter of a search's own work
+    (benchmarks/README.md, "Thirty-sixth session"). Text without CJK (checked at C
+    speed) is 1.0 at once, and a text read before is not read again."""
+    if text.isascii() or _CJK_RE.search(text) is None:
         return 1.0
-    cjk = sum(1 for ch in letters if _flags(ch) & _F_CJK)
+    flags = [_flags(ch) for ch in text]
+    letters = [f for f in flags if f & _F_LETTER_NUMBER]
+    cjk = sum(1 for f in letters if f & _F_CJK)
     return 1.0 - cjk / len(letters)
