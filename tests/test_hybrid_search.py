@@ -520,3 +520,38 @@ async def test_the_best_results_do_not_depend_on_how_many_are_asked_for() -> Non
             many = await service.search(key, query, SearchOptions(max_results=200))
             assert len(many) > len(few) == 10
             assert [(e.id, round(e.score, 9)) for e in many[:10]] == [(e.id, round(e.score, 9)) for e in few]
+
+
+class RecordingEmbedder(TextHashEmbedder):
+    """The text-hash vectors, each call of the model recorded."""
+
+    def __init__(self) -> None:
+        self.query_calls: list[list[str]] = []
+
+    async def embed_query(self, texts: Any) -> list[list[float]]:
+        self.query_calls.append(list(texts))
+        return await self.embed(texts)
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "semantic"])
+async def test_the_questions_a_search_asks_together_are_embedded_in_one_call(mode: str) -> None:
+    """ "My husband's mother" is asked as written and as "my mother-in-law": the model
+    reads both in one call (a batch of two costs it about 1.3 times one question),
+    and each ranking uses its own question's vector."""
+    from backends import create
+
+    embedder = RecordingEmbedder()
+    service = MemoryService(create("inmemory"), limit=0, embedder=embedder)
+    async with service:
+        key = UserKey("app", "family")
+        for text in ("My mother-in-law breeds roses.", "My husband fixes boats.", "Tea every morning."):
+            await service.add(key, text)
+        asked = "What is my husband's mother's hobby?"
+        results = await service.search(key, asked, SearchOptions(max_results=3, mode=mode))
+        assert embedder.query_calls == [[asked, "What is my mother-in-law's hobby?"]]
+        alone = await service.search(key, "What is my mother-in-law's hobby?", SearchOptions(mode=mode))
+        by_id = {e.id: e.score for e in results}
+        assert all(by_id.get(e.id, -1.0) >= e.score - 1e-9 for e in alone[:1])  # each at its better score
+        embedder.query_calls.clear()
+        await service.search(key, "Tea", SearchOptions(mode=mode))
+        assert embedder.query_calls == [["Tea"]]

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import asyncio
 
-from memchat.engine.search.scope import one_search, outside_search, share, shared_read
+import pytest
+
+from memchat.engine.search.scope import one_search, outside_search, read_together, share, shared_read
 
 
 class Reads:
@@ -53,3 +55,37 @@ async def test_searches_at_once_and_tasks_that_outlive_a_search_read_for_themsel
         )
         assert await background != first
     assert reads.made == 4
+
+
+async def test_one_read_answers_several_names_asked_later_in_the_search() -> None:
+    batches: list[list[str]] = []
+
+    async def embed(texts: list[str]) -> list[str]:
+        batches.append(texts)
+        await asyncio.sleep(0.01)
+        return [t.upper() for t in texts]
+
+    async def alone(text: str) -> str:
+        return (await embed([text]))[0]
+
+    with one_search():
+        read_together(["a", "b"], lambda: embed(["a", "b"]))
+        read_together(["a", "b"], lambda: embed(["a", "b"]))  # already under way: nothing more
+        got = await asyncio.gather(shared_read("b", lambda: alone("b")), shared_read("a", lambda: alone("a")))
+        other = await shared_read("c", lambda: alone("c"))
+    assert got == ["B", "A"] and other == "C"
+    assert batches == [["a", "b"], ["c"]]
+    read_together(["d", "e"], lambda: embed(["d", "e"]))  # no search: nothing is started
+    await asyncio.sleep(0.02)
+    assert batches == [["a", "b"], ["c"]]
+
+
+async def test_a_failed_read_together_fails_each_ask_of_it() -> None:
+    async def broken() -> list[str]:
+        raise RuntimeError("model gone")
+
+    with one_search():
+        read_together(["a", "b"], broken)
+        for name in ("a", "b"):
+            with pytest.raises(RuntimeError, match="model gone"):
+                await shared_read(name, broken)

@@ -33,7 +33,10 @@ from .search.idioms import in_plain_words
 from .search.index import KEYWORD_SPACE, LEXICAL_SPACE, KeywordStats, query_terms
 from .search.kinship import in_one_word, named_relative
 from .search.request import without_request
-from .search.scope import one_search
+from .search.scope import one_search, read_together, shared_read
+
+#: What a search's query vectors are shared under (search/scope.py).
+_QUERY_VECTOR = "query vector"
 
 if TYPE_CHECKING:
     from .embedding import Embedder
@@ -188,6 +191,7 @@ class Retrieval:
             return await self._asked(key, query, options, mode)
         # "我老公的妈妈" asked as written (a memory may say 老陈的妈妈) and as 我婆婆, the word
         # a memory more often says (search/kinship.py); each memory at its better score.
+        self._embed_ahead([query, one_word])
         results, again = await _together(
             self._asked(key, query, options, mode), self._asked(key, one_word, options, mode)
         )
@@ -239,6 +243,7 @@ class Retrieval:
             if len(found.queries) == 1:
                 return await self._ranked(key, found.query, options, mode)
             # One of several ("two children, Ciara and Fionn"): each asked about.
+            self._embed_ahead(found.queries)
             rankings = await _each([self._ranked(key, q, options, mode) for q in found.queries])
             return merge(*rankings, limit=options.max_results or self.max_results)
 
@@ -402,17 +407,34 @@ class Retrieval:
         return bool(options.kind or options.time_after is not None or options.time_before is not None)
 
     async def _query_vector(self, query: str) -> list[float]:
-        """The query's embedding (``embed_query`` where the embedder tells queries apart)."""
+        """The query's embedding, or the one this search made of it ahead (``_embed_ahead``)."""
+
+        async def alone() -> list[float]:
+            return (await self._query_vectors([query]))[0]
+
+        return await shared_read((_QUERY_VECTOR, query), alone)
+
+    def _embed_ahead(self, queries: Sequence[str]) -> None:
+        """Embed the queries this search is about to ask, in one call: one batch of
+        two costs the model about 1.3 times one query, two calls twice as much
+        (benchmarks/README.md, "Thirty-sixth session"); each ranking then finds its
+        vector made."""
+        texts = list(dict.fromkeys(q.strip() for q in queries))
+        if len(texts) > 1 and self._semantic_ready():
+            read_together([(_QUERY_VECTOR, text) for text in texts], lambda: self._query_vectors(texts))
+
+    async def _query_vectors(self, queries: Sequence[str]) -> list[list[float]]:
+        """The queries' embeddings (``embed_query`` where the embedder tells queries apart)."""
         from .model import BackendError
 
         embedder = self.embedder
-        vectors = await getattr(embedder, "embed_query", embedder.embed)([query])
+        vectors = await getattr(embedder, "embed_query", embedder.embed)(list(queries))
         dimension = getattr(self.store, "dimension", None)
-        if len(vectors) != 1 or (dimension and len(vectors[0]) != dimension):
+        if len(vectors) != len(queries) or any(dimension and len(v) != dimension for v in vectors):
             raise BackendError(
                 f"the embedder {embedder.name} returned no {dimension}-dimensional vector for the query"
             )
-        return vectors[0]
+        return vectors
 
     async def _dense_candidates(
         self, key: UserKey, vector: Sequence[float], options: SearchOptions

@@ -95,10 +95,11 @@ class DefaultEmbedder:
         return None
 
     def _blended(self, texts: Sequence[str], e5_rows: Any, use_rows: Any) -> list[list[float]]:
-        """The queries' blended vectors, a single query's kept for its next search."""
+        """The queries' blended vectors, each kept for its next search (a search may
+        embed the questions it asks together: retrieval.py)."""
         vectors = self.blend.project(e5_rows, use_rows).tolist()
-        if len(texts) == 1:
-            self._queries.put(use_text(texts[0]), vectors[0], keep=E5_CACHED_QUERIES)
+        for text, vector in zip(texts, vectors, strict=True):
+            self._queries.put(use_text(text), vector, keep=E5_CACHED_QUERIES)
         return vectors
 
     def forget_queries(self) -> None:

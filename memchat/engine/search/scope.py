@@ -20,7 +20,7 @@ A task a search starts to outlive it (a cache's background read) must run in
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Hashable, Iterator
+from collections.abc import Awaitable, Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import Context, ContextVar, copy_context
 from typing import Any, TypeVar
@@ -58,6 +58,26 @@ async def shared_read(name: Hashable, read: Callable[[], Awaitable[T]]) -> T:
         reads[name] = found
     # A caller cancelled (its search's other half failed) leaves the read to the others.
     return await asyncio.shield(found)
+
+
+def read_together(names: Sequence[Hashable], read: Callable[[], Awaitable[Sequence[Any]]]) -> None:
+    """Start ``read()``, one read whose values (in order) answer ``names``: within
+    this search, the later asks for any of them (:func:`shared_read`) wait for it
+    instead of reading on their own. Outside a search, nothing."""
+    reads = _READS.get()
+    if reads is None or all(name in reads for name in names):
+        return
+    batch = asyncio.ensure_future(read())
+    batch.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+    async def value(index: int) -> Any:
+        return (await asyncio.shield(batch))[index]
+
+    for index, name in enumerate(names):
+        if name not in reads:
+            found = asyncio.ensure_future(value(index))
+            found.add_done_callback(lambda f: f.cancelled() or f.exception())
+            reads[name] = found
 
 
 def share(name: Hashable, value: Any) -> None:
