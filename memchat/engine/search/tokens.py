@@ -501,9 +501,9 @@ def latin_share(text: str) -> float:
     """Share of the text's letters that are not CJK (1.0 for English, 0.0 for Chinese).
 
     Hybrid search reads it for each of a query's hundred best candidates, every
-    search: read a character at a time, it was a quarter of a search's own work
-    (benchmarks/README.md, "Thirty-sixth session"). Text without CJK (checked at C
-    speed) is 1.0 at once, and a text read before is not read again."""
+    search, on the event loop: read a character at a time, that was about a
+    millisecond (benchmarks/README.md, "Thirty-sixth session"). Text without CJK
+    (checked at C speed) is 1.0 at once, and a text read before is not read again."""
     if text.isascii() or _CJK_RE.search(text) is None:
         return 1.0
     flags = [_flags(ch) for ch in text]
