@@ -25,24 +25,34 @@ PEOPLE = [
 ]
 
 
+async def _holding(make_service, texts):
+    """A service on the backend under test holding ``texts`` as the user's memories."""
+    svc = make_service()
+    for text in texts:
+        await svc.add(KEY, text)
+    return svc
+
+
+async def _first_answers(svc, mode, firsts):
+    """Each question of ``firsts`` ranks its memory first (in ``mode``, of three)."""
+    for query, first in firsts.items():
+        assert (await _texts(svc, query, max_results=3, mode=mode))[:1] == [first], query
+
+
 async def _texts(svc, query, **options):
     return [h.memory.text for h in await svc.search(KEY, query, SearchOptions(**options))]
 
 
 @pytest.mark.parametrize("query", ["kitten", "pet animal"])
 async def test_a_cat_is_found_by_meaning(make_service, query) -> None:
-    svc = make_service()
-    for text in PEOPLE:
-        await svc.add(KEY, text)
+    svc = await _holding(make_service, PEOPLE)
     assert (await _texts(svc, query, max_results=3))[0] == "Alice has a cat"  # the default: hybrid
     assert (await _texts(svc, query, max_results=3, mode="semantic"))[0] == "Alice has a cat"
     assert await _texts(svc, query, mode="keyword") == []  # no shared word
 
 
 async def test_a_question_finds_the_memory_that_answers_it(make_service) -> None:
-    svc = make_service()
-    for text in PEOPLE:
-        await svc.add(KEY, text)
+    svc = await _holding(make_service, PEOPLE)
     hits = await svc.search(KEY, "What's my job?", SearchOptions(max_results=3))
     assert "Alice works as a nurse in Berlin" in [h.memory.text for h in hits]
     assert all(0.0 <= h.score <= 1.0 for h in hits)
@@ -70,9 +80,7 @@ async def test_a_request_ranks_as_the_question_it_carries(make_service, mode) ->
     """ "Remind me…", "Tell me…", "告诉我…" carry no content: the question inside
     finds the same memories at the same scores (the wrapper pulled the query's
     meaning toward reminders and lowered every score)."""
-    svc = make_service()
-    for text in ALICE:
-        await svc.add(KEY, text)
+    svc = await _holding(make_service, ALICE)
 
     async def ranked(query: str) -> list[tuple[str, float]]:
         hits = await svc.search(KEY, query, SearchOptions(max_results=3, mode=mode))
@@ -91,9 +99,7 @@ async def test_a_request_ranks_as_the_question_it_carries(make_service, mode) ->
 async def test_a_nonsense_query_finds_nothing(make_service, query) -> None:
     """The relevance floor: no keyword match and no memory standing out of the
     query's background → no results (hybrid, the default), not the whole list."""
-    svc = make_service()
-    for text in ALICE:
-        await svc.add(KEY, text)
+    svc = await _holding(make_service, ALICE)
     assert await _texts(svc, query) == []
     assert (await _texts(svc, "What's my job?", max_results=3))[0] == "Alice works as a nurse in Berlin"
     assert (await _texts(svc, "Does she have siblings?", max_results=3))[0] == (
@@ -163,9 +169,7 @@ FAMILY = [
 async def test_a_question_about_my_wife_finds_what_the_memories_say_of_her(make_service, mode) -> None:
     """Asked about "my wife" / "我爱人", the search finds what the memories say of the
     person another memory names beside that relation (Priya, 王磊), in every mode."""
-    svc = make_service()
-    for text in FAMILY:
-        await svc.add(KEY, text)
+    svc = await _holding(make_service, FAMILY)
     # Keywords alone match the name, not "运动" ~ "跑步": the answer is among the first three.
     shown = 1 if mode != "keyword" else 3
     wife = await _texts(svc, "What instrument does my wife play?", max_results=3, mode=mode)
@@ -204,9 +208,7 @@ IN_LAWS = [
 async def test_a_relative_named_in_two_steps_finds_the_memory_naming_them_in_one(make_service, mode) -> None:
     """ "我老公的妈妈" is 我婆婆, "my wife's mother" my mother-in-law: the memory that
     names the relative so ranks first, above those about the husband or the mother."""
-    svc = make_service()
-    for text in IN_LAWS:
-        await svc.add(KEY, text)
+    svc = await _holding(make_service, IN_LAWS)
     pet = await _texts(svc, "我老公的妈妈养了什么宠物？", max_results=3, mode=mode)
     assert pet[0] == "我婆婆养了一只八哥。"
     # By meaning alone the model still likes crosswords better for a hobby, even asked
@@ -240,9 +242,7 @@ CHILDREN = [
 async def test_a_question_about_one_of_the_children_a_memory_lists_finds_theirs(make_service, mode) -> None:
     """My son is one of "two children, Ciara and Fionn": what the memories say of
     each ranks among the first three, in every mode."""
-    svc = make_service()
-    for text in CHILDREN:
-        await svc.add(KEY, text)
+    svc = await _holding(make_service, CHILDREN)
     son = await _texts(svc, "What does my son do for work?", max_results=3, mode=mode)
     assert "Fionn is a civil engineer with Cork County Council." in son
     daughter = await _texts(svc, "What's my daughter's job?", max_results=3, mode=mode)
@@ -268,9 +268,7 @@ WIDER_FAMILY = [
 async def test_a_question_about_an_in_law_finds_what_the_memories_say_of_them(make_service, mode) -> None:
     """ "My mother-in-law" / "我婆婆" is the person a memory names beside the word
     (Maureen, 王秀英): what the memories say of her ranks among the first three."""
-    svc = make_service()
-    for text in WIDER_FAMILY:
-        await svc.add(KEY, text)
+    svc = await _holding(make_service, WIDER_FAMILY)
     calls = await _texts(svc, "Which day does my mother-in-law phone?", max_results=3, mode=mode)
     assert "Maureen rings every Sunday evening." in calls
     home = await _texts(svc, "我婆婆家在哪个城市？", max_results=3, mode=mode)
@@ -292,16 +290,16 @@ LIVES_AND_JOBS = [
 async def test_a_question_about_a_living_asks_about_a_job_not_a_home(make_service, mode) -> None:
     """ "Do for a living" is about work: the keyword side read its "living" as
     "lives", and ranked the three memories about where people live first."""
-    svc = make_service()
-    for text in LIVES_AND_JOBS:
-        await svc.add(KEY, text)
-    job = await _texts(svc, "What do I do for a living?", max_results=3, mode=mode)
-    assert job[0] == "Owen is a structural engineer at a bridge-building firm."
-    earns = await _texts(svc, "How do I make a living?", max_results=3, mode=mode)
-    assert earns[0] == "Owen is a structural engineer at a bridge-building firm."
-    # "Live" outside the idiom is still the word.
-    home = await _texts(svc, "Where does my mother live?", max_results=3, mode=mode)
-    assert home[0] == "Owen's mother Glenys lives in a care home in Porthcawl."
+    await _first_answers(
+        await _holding(make_service, LIVES_AND_JOBS),
+        mode,
+        {
+            "What do I do for a living?": "Owen is a structural engineer at a bridge-building firm.",
+            "How do I make a living?": "Owen is a structural engineer at a bridge-building firm.",
+            # "Live" outside the idiom is still the word.
+            "Where does my mother live?": "Owen's mother Glenys lives in a care home in Porthcawl.",
+        },
+    )
 
 
 NAMED_IN_LAWS = [
@@ -321,10 +319,11 @@ NAMED_IN_LAWS = [
 async def test_a_relative_of_a_named_relative_is_asked_by_the_one_word(make_service, mode) -> None:
     """ "Declan's mam" is the user's mother-in-law when a memory says Declan is her
     husband ("老陈的妈妈" is 我婆婆 when 老陈 is 我老公): the memory about her ranks first."""
-    svc = make_service()
-    for text in NAMED_IN_LAWS:
-        await svc.add(KEY, text)
-    calls = await _texts(svc, "Which day does Declan's mam phone?", max_results=3, mode=mode)
-    assert calls[0] == "Nora's mother-in-law Maureen rings every Sunday evening."
-    pet = await _texts(svc, "老陈的妈妈养了什么宠物？", max_results=3, mode=mode)
-    assert pet[0] == "我婆婆养了一只八哥。"
+    await _first_answers(
+        await _holding(make_service, NAMED_IN_LAWS),
+        mode,
+        {
+            "Which day does Declan's mam phone?": "Nora's mother-in-law Maureen rings every Sunday evening.",
+            "老陈的妈妈养了什么宠物？": "我婆婆养了一只八哥。",
+        },
+    )
