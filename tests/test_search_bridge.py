@@ -270,3 +270,47 @@ def test_the_relation_a_named_person_has_to_the_user_is_read_from_the_memories()
     assert relation_of("Nora", holders, firsts) is None  # the owner of the relation, not it
     assert relation_of("老陈", holders, firsts) == "husband"
     assert relation_of("Declan", holders, ("son", "daughter")) is None
+
+
+LAO_LIU = held(
+    "刘晓燕的丈夫陈磊是交警，在南岗区上班。",
+    "老刘的老伴叫李淑芬，退休前是亚麻厂的挡车工。",
+    "老刘和老伴打算十二月底去三亚过冬。",
+    "老刘的女儿刘晓燕在小学教语文。",
+)
+
+
+def test_a_given_name_jieba_tags_as_foreign_is_still_a_name() -> None:
+    """jieba tags 李淑芬 as 李 (nr) + 淑芬 (nrt): one name all the same."""
+    found = bridge("我老伴平时有啥爱好？", LAO_LIU[1:2])
+    assert found is not None and found.name == "李淑芬"
+
+
+def test_a_name_joined_to_the_relation_by_he_is_its_companion() -> None:
+    """ "老刘和老伴" is 老刘 and his wife: 老刘 is not the 老伴."""
+    assert bridge("我老伴平时有啥爱好？", LAO_LIU[2:3]) is None
+
+
+def test_another_person_s_relative_is_not_the_user_s() -> None:
+    """The daughter's husband (刘晓燕的丈夫陈磊) is no answer to "我爱人" when the
+    memories are about 老刘: the person most of them name, who is no one's relative."""
+    found = bridge("我爱人的姓名", LAO_LIU)
+    assert found is not None and found.names == ("李淑芬",)
+    english = held(
+        "Ciara's husband Tom is a fisherman.",
+        "Nora's husband Declan is a retired harbour pilot.",
+        "Nora and her husband Declan married in 1980.",
+    )
+    found = bridge("What does my husband do?", english)
+    assert found is not None and found.names == ("Declan",)
+    assert relation_of("Tom", english, ("husband", "son")) is None
+    # Without a person who stands out (Nora named once, as Ciara), both count: the
+    # better holder's name is taken.
+    assert bridge("What does my husband do?", english[:2]).names == ("Tom",)
+
+
+def test_a_bilingual_user_s_relative_is_asked_about_by_both_names() -> None:
+    memories = held("Owen's son Rhys works as an electrician in Bristol.", "欧文的孙女莉莉是儿子里斯的女儿。")
+    found = bridge("我儿子干啥的来着", memories)
+    assert found is not None and found.names == ("里斯", "Rhys")
+    assert found.queries == ("里斯 干啥的来着", "Rhys干啥的来着")

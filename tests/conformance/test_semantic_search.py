@@ -327,3 +327,25 @@ async def test_a_relative_of_a_named_relative_is_asked_by_the_one_word(make_serv
             "老陈的妈妈养了什么宠物？": "我婆婆养了一只八哥。",
         },
     )
+
+
+LAO_LIU = [
+    "刘长海今年65岁，退休前在哈尔滨铁路局开了三十五年火车。",
+    "老刘的老伴叫李淑芬，退休前是亚麻厂的挡车工。",
+    "李淑芬在社区合唱团唱歌，每周一和周五下午排练。",
+    "老刘和老伴打算十二月底去三亚过冬。",
+    "老刘的女儿刘晓燕在小学教语文。",
+    "刘晓燕的丈夫陈磊是交警，在南岗区上班。",
+    "陈磊周末喜欢钓鱼。",
+    "老刘每天早上在公园下象棋。",
+]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_the_user_s_wife_is_not_the_daughter_s_husband(make_service, mode) -> None:
+    """ "我老伴" is 李淑芬 ("老刘的老伴叫李淑芬", a given name jieba tags as foreign):
+    not 老刘 ("老刘和老伴…" is he and his wife), nor the daughter's husband 陈磊
+    ("刘晓燕的丈夫陈磊"). What the memories say of her ranks among the first three."""
+    svc = await _holding(make_service, LAO_LIU)
+    hobby = await _texts(svc, "我老伴平时有啥爱好？", max_results=3, mode=mode)
+    assert "李淑芬在社区合唱团唱歌，每周一和周五下午排练。" in hobby

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -52,7 +52,9 @@ __all__ = [
 #: Relation words by the relation they name (English singular forms; a plural
 #: "s" is accepted). A query's word and a memory's need only share the group.
 RELATIONS: dict[str, tuple[str, ...]] = {
-    "partner": ("partner", "spouse", "对象", "伴侣", "爱人", "老伴", "另一半", "那口子"),
+    "partner": (
+        "partner", "spouse", "other half", "better half", "对象", "伴侣", "爱人", "老伴", "另一半", "那口子",
+    ),
     "wife": (
         "wife", "wifey", "missus", "girlfriend", "fiancee", "fiancée",
         "老婆", "妻子", "太太", "媳妇", "媳妇儿", "女朋友", "女友", "未婚妻",
@@ -62,15 +64,15 @@ RELATIONS: dict[str, tuple[str, ...]] = {
         "老公", "丈夫", "男朋友", "男友", "未婚夫",
     ),
     "sibling": ("sibling", "兄弟姐妹"),
-    "sister": ("sister", "sis", "姐姐", "妹妹"),
-    "brother": ("brother", "哥哥", "弟弟"),
+    "sister": ("sister", "sis", "姐姐", "妹妹", "大姐", "二姐", "小妹"),
+    "brother": ("brother", "bro", "哥哥", "弟弟", "大哥", "二哥", "小弟"),
     "mother": ("mother", "mom", "mum", "mam", "mommy", "mummy", "妈妈", "老妈", "妈", "母亲"),
     "father": ("father", "dad", "daddy", "爸爸", "老爸", "爸", "父亲"),
     "child": ("child", "children", "kid", "孩子", "子女", "儿女"),
     "son": ("son", "儿子"),
     "daughter": ("daughter", "女儿", "闺女"),
     "friend": ("friend", "pal", "朋友", "好朋友", "闺蜜"),
-    "colleague": ("colleague", "coworker", "co-worker", "workmate", "同事"),
+    "colleague": ("colleague", "coworker", "co-worker", "workmate", "同事", "工友"),
     # Not "manager": it is as often a job title ("a project manager at Siemens").
     "boss": ("boss", "老板", "领导", "上司"),
     "roommate": ("roommate", "flatmate", "housemate", "室友", "舍友"),
@@ -241,36 +243,58 @@ def _is_plural(word: str) -> bool:
     return lower.endswith("s") and lower not in _GROUP_OF and "'" not in lower and "’" not in lower
 
 
-def _latin_name(text: str, group: str) -> tuple[str, ...]:
+#: What a memory says of a relation: the names it gives the relative, and whose
+#: relative it says they are ("Ciara's husband Tom": Ciara), if it names them.
+Named = tuple[tuple[str, ...], str | None]
+
+
+def _latin_name(text: str, group: str) -> Named:
     words = _WORD.findall(text)
     for i, word in enumerate(words):
         if _latin_group(word) not in MATCHES[group]:
             continue
+        before = words[i - 1] if i else ""
+        whose = before[:-2] if before.endswith(("'s", "’s")) and _is_name(before[:-2]) else None
         if _is_plural(word):
             # "two children, Ciara and Fionn" for "my daughter": one of them is.
             listed = _listed(words[i + 1 :], _latin_listed, lambda w: w.lower() in _LIST_WORDS)
             if len(listed) > 1:
-                return listed
+                return listed, whose
         for j in _nearest_first(i, len(words)):
             name = words[j]
             possessive = name.endswith(("'s", "’s"))  # "Alice's sister": Alice is not the sister
             place = j > 0 and words[j - 1].lower() in _PLACE_BEFORE
             owner = j < i and any(w.lower() in _OWNER_BETWEEN for w in words[j + 1 : i])
             if _is_name(name) and not (possessive or place or owner):
-                return (name,)
-    return ()
+                return (name,), whose
+    return (), None
 
 
+def _latin_people(text: str) -> set[str]:
+    """The capitalised names ``text`` mentions (a possessive's name too)."""
+    names = (w.removesuffix("'s").removesuffix("’s") for w in _WORD.findall(text))
+    return {n for n in names if _is_name(n)}
+
+
+#: Between a name and a relation after it, these say the relation is the name's own
+#: (周海燕的妈妈, 老刘和老伴: his mother, his wife), not that the name is the relation.
+_HAN_OWNER_BETWEEN = frozenset({"的", "和", "跟", "与", "同"})
 #: Chinese words that may name several children at once ("两个孩子，陈浩和陈可").
 _HAN_COLLECTIVES = frozenset({"孩子", "孩子们", "子女", "儿女"})
 #: Between the names of such a list: punctuation (jieba's "x") and conjunctions ("c").
 _HAN_LIST_FLAGS = frozenset({"x", "c"})
 
 
+def _is_person_tag(flag: str) -> bool:
+    """jieba's tags of a person's name: nr, and nrt / nrfg, which it gives some
+    Chinese given names too (李淑芬 is 李 nr + 淑芬 nrt)."""
+    return flag.startswith("nr")
+
+
 def _han_person(pair: tuple[str, str]) -> str | None:
     """The name of a tagged word that is a person's (two runes or more), else None."""
     word, flag = pair
-    return word if flag == "nr" and len(word) >= 2 else None
+    return word if _is_person_tag(flag) and len(word) >= 2 else None
 
 
 def _han_joins(pair: tuple[str, str]) -> bool:
@@ -285,25 +309,27 @@ def han_words(text: str, posseg: Any) -> list[tuple[str, str]]:
         # jieba cuts 老陈 into 老 + 陈, and 王秀英 into the surname + 秀英: one name each.
         prefix = pairs[-1] if pairs else ("", "")
         surname = len(prefix[0]) == 1 and prefix[1] == "nr"
-        if p.flag == "nr" and (surname or (len(p.word) == 1 and prefix[0] in FAMILIAR_PREFIXES)):
+        if _is_person_tag(p.flag) and (surname or (len(p.word) == 1 and prefix[0] in FAMILIAR_PREFIXES)):
             pairs[-1] = (prefix[0] + p.word, "nr")
         else:
             pairs.append((p.word, p.flag))
     return pairs
 
 
-def _han_name(pairs: Sequence[tuple[str, str]], group: str) -> tuple[str, ...]:
+def _han_name(pairs: Sequence[tuple[str, str]], group: str) -> Named:
     for i, (word, _) in enumerate(pairs):
         if _GROUP_OF.get(word) not in MATCHES[group]:
             continue
+        whose = _han_person(pairs[i - 2]) if i >= 2 and pairs[i - 1][0] in _HAN_OWNER_BETWEEN else None
         if word in _HAN_COLLECTIVES and len(listed := _listed(pairs[i + 1 :], _han_person, _han_joins)) > 1:
-            return listed  # "两个孩子，陈浩和陈可" for "我女儿": one of them is
+            return listed, whose  # "两个孩子，陈浩和陈可" for "我女儿": one of them is
         for j in _nearest_first(i, len(pairs)):
-            # "周海燕的妈妈": a name with 的 before the relation is its owner, not the mother.
-            owner = j < i and any(w == "的" for w, _ in pairs[j + 1 : i])
+            # "周海燕的妈妈": a name with 的 before the relation is its owner, not the mother;
+            # "老刘和老伴": one with 和 between is the relation's companion, not the wife.
+            owner = j < i and any(w in _HAN_OWNER_BETWEEN for w, _ in pairs[j + 1 : i])
             if (name := _han_person(pairs[j])) and not owner:
-                return (name,)
-    return ()
+                return (name,), whose
+    return (), None
 
 
 _tagger_loaded = False
@@ -339,53 +365,86 @@ def bridge(
     counts: Counter[tuple[str, ...]] = Counter()
     same_script: dict[tuple[str, ...], bool] = {}
     via: dict[tuple[str, ...], Entry] = {}
-    for entry in holders[:BRIDGE_HOLDERS]:
-        text = entry.memory.text
-        han = bool(HAN_RE.search(text))
-        names = _names(text, han, group)
+    read = [(entry, han, people, named(group)) for entry, han, people, named in _readings(holders)]
+    relatives = {name for *_, (names, _) in read for name in names}
+    user = _the_user(people - relatives for _, _, people, _ in read)
+    for entry, han, _, (names, whose) in read:
         names = tuple(name for name in names if name not in query)
-        if names:
-            counts[names] += 1
-            same_script[names] = same_script.get(names, False) or han == han_query
-            via.setdefault(names, entry)
+        if not names or (whose is not None and user is not None and whose != user):
+            continue  # "刘晓燕的丈夫陈磊" is the daughter's husband, not the user's
+        counts[names] += 1
+        same_script[names] = same_script.get(names, False) or han == han_query
+        via.setdefault(names, entry)
     if not counts:
         return None
+
     # A name in the question's language first (a Chinese question about "我爱人" and an
     # English memory about a wife are most likely not about one person), then the most
     # often named, then one person over a list ("her daughter Ciara" over "two
     # children, Ciara and Fionn"); max keeps the first of equals: the better holder.
-    names = max(counts, key=lambda n: (same_script[n], counts[n], len(n) == 1))
+    def rank(n: tuple[str, ...]) -> tuple[int, bool]:
+        return counts[n], len(n) == 1
+
+    best = max(counts, key=lambda n: (same_script[n], *rank(n)))
+    names = best
+    # A bilingual user's memories may name the person in both scripts (里斯 and Rhys):
+    # the other script's name is asked about too, after.
+    if others := [n for n in counts if same_script[n] != same_script[best]]:
+        names = tuple(dict.fromkeys((*best, *max(others, key=rank))))[: BRIDGE_LIST_NAMES + 1]
     queries = tuple(_in_place(query, start, end, name) for name in names)
-    return Bridge(queries[0], names[0], via[names], names, queries)
+    return Bridge(queries[0], names[0], via[best], names, queries)
 
 
-def _names(text: str, han: bool, group: str) -> tuple[str, ...]:
-    """The names ``text`` gives a person of relation ``group``."""
+def _readings(holders: Sequence[Entry]) -> list[tuple[Entry, bool, set[str], Callable[[str], Named]]]:
+    """The holders a bridge reads, each with whether its text is Chinese and its
+    :func:`_reading`."""
+    read = []
+    for entry in holders[:BRIDGE_HOLDERS]:
+        han = bool(HAN_RE.search(entry.memory.text))
+        read.append((entry, han, *_reading(entry.memory.text, han)))
+    return read
+
+
+def _reading(text: str, han: bool) -> tuple[set[str], Callable[[str], Named]]:
+    """The people ``text`` names, and what it says of a relation group
+    (:data:`Named`), read from one cut of the text."""
     if not han:
-        return _latin_name(text, group)
+        return _latin_people(text), lambda group: _latin_name(text, group)
     posseg = tagger_module()
-    return _han_name(han_words(text, posseg), group) if posseg is not None else ()
+    if posseg is None:
+        return set(), lambda group: ((), None)
+    pairs = han_words(text, posseg)
+    people = {name for pair in pairs if (name := _han_person(pair))}
+    return people, lambda group: _han_name(pairs, group)
+
+
+def _the_user(people: Iterable[set[str]]) -> str | None:
+    """The person the memories are about: the one most of them name (at least two,
+    and more than anyone else), of those they name as no one's relative; None when
+    no one stands out (memories in the first person: "我和老公王磊…")."""
+    counts = Counter(name for names in people for name in names)
+    ranked = counts.most_common(2)
+    if not ranked or ranked[0][1] < 2 or (len(ranked) > 1 and ranked[1][1] == ranked[0][1]):
+        return None
+    return ranked[0][0]
 
 
 def relation_of(name: str, holders: Sequence[Entry], groups: Sequence[str]) -> str | None:
     """Which of ``groups`` the user's relation named ``name`` is, as the memories
     holding the name say it ("Nora's husband Declan": husband), first of ``groups``
-    to name it in the best holder first; None when none does."""
-    for entry in holders[:BRIDGE_HOLDERS]:
-        text = entry.memory.text
-        if name not in text:
+    to name it in the best holder first; None when none does. A relation of
+    someone else's ("Ciara's husband Declan", when the memories are Nora's) is not
+    the user's."""
+    read = [(entry, people, {g: named(g) for g in groups}) for entry, _, people, named in _readings(holders)]
+    relatives = {name, *(n for *_, said in read for names, _ in said.values() for n in names)}
+    user = _the_user(people - relatives for _, people, _ in read)
+    for entry, _, said in read:
+        if name not in entry.memory.text:
             continue
-        han = bool(HAN_RE.search(text))
-        if han:
-            posseg = tagger_module()
-            if posseg is None:
-                continue
-            pairs = han_words(text, posseg)
-            found = [g for g in groups if name in _han_name(pairs, g)]
-        else:
-            found = [g for g in groups if name in _latin_name(text, g)]
-        if found:
-            return found[0]
+        for group in groups:
+            names, whose = said[group]
+            if name in names and (whose is None or user is None or whose == user):
+                return group
     return None
 
 

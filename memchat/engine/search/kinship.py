@@ -33,9 +33,15 @@ _NOT_MARRIED = frozenset(
 #: A Chinese sibling word names the elder or the younger; English does not.
 _ELDER_OR_YOUNGER = {
     "姐姐": "older sister",
+    "大姐": "older sister",
+    "二姐": "older sister",
     "妹妹": "younger sister",
+    "小妹": "younger sister",
     "哥哥": "older brother",
+    "大哥": "older brother",
+    "二哥": "older brother",
     "弟弟": "younger brother",
+    "小弟": "younger brother",
 }
 _SIBLING = {step: step.split()[1] for step in _ELDER_OR_YOUNGER.values()}
 
@@ -47,7 +53,7 @@ def _steps() -> dict[str, tuple[str, ...]]:
         for group in ("husband", "wife", "mother", "father", "son", "daughter", "sister", "brother")
     }
     for word, step in _ELDER_OR_YOUNGER.items():
-        steps[step] = (word,)
+        steps[step] = (*steps.get(step, ()), word)
     return steps
 
 
