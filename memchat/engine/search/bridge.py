@@ -382,17 +382,9 @@ def bridge(
     # English memory about a wife are most likely not about one person), then the most
     # often named, then one person over a list ("her daughter Ciara" over "two
     # children, Ciara and Fionn"); max keeps the first of equals: the better holder.
-    def rank(n: tuple[str, ...]) -> tuple[int, bool]:
-        return counts[n], len(n) == 1
-
-    best = max(counts, key=lambda n: (same_script[n], *rank(n)))
-    names = best
-    # A bilingual user's memories may name the person in both scripts (里斯 and Rhys):
-    # the other script's name is asked about too, after.
-    if others := [n for n in counts if same_script[n] != same_script[best]]:
-        names = tuple(dict.fromkeys((*best, *max(others, key=rank))))[: BRIDGE_LIST_NAMES + 1]
+    names = max(counts, key=lambda n: (same_script[n], counts[n], len(n) == 1))
     queries = tuple(_in_place(query, start, end, name) for name in names)
-    return Bridge(queries[0], names[0], via[best], names, queries)
+    return Bridge(queries[0], names[0], via[names], names, queries)
 
 
 def _readings(holders: Sequence[Entry]) -> list[tuple[Entry, bool, set[str], Callable[[str], Named]]]:
