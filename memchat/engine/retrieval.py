@@ -60,6 +60,13 @@ async def _together(first: Awaitable[A], second: Awaitable[B]) -> tuple[A, B]:
     return cast("A", a), cast("B", b)
 
 
+async def _name_tagger_loaded() -> None:
+    """jieba's name tagger, loaded in a thread the first time (about a second and a
+    half: never on the event loop)."""
+    if not name_tagger_loaded():
+        await asyncio.to_thread(keyword.load_name_tagger)
+
+
 async def _each(awaitables: Sequence[Awaitable[A]]) -> list[A]:
     """Every result, all run concurrently; when one fails the others are
     cancelled (``asyncio.gather`` would leave them running unobserved) and the
@@ -207,8 +214,8 @@ class Retrieval:
         if not firsts:
             return None
         holders = await self._holders(key, " ".join(named.names))
-        if not name_tagger_loaded() and any(HAN_RE.search(e.memory.text) for e in holders):
-            await asyncio.to_thread(keyword.load_name_tagger)  # a second and a half, once
+        if any(HAN_RE.search(e.memory.text) for e in holders):
+            await _name_tagger_loaded()
         for name in named.names:
             first = relation_of(name, holders, firsts)
             if first is not None:
@@ -235,8 +242,7 @@ class Retrieval:
                 # for a user who has such a memory, and then in a thread, once.
                 words = han_relation_words(group)
                 if await self._holds_any(key, words.split()):
-                    if not name_tagger_loaded():
-                        await asyncio.to_thread(keyword.load_name_tagger)
+                    await _name_tagger_loaded()
                     found = bridge(query, await self._holders(key, words), relation)
             if found is None:
                 return None

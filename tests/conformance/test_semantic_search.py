@@ -33,6 +33,12 @@ async def _holding(make_service, texts):
     return svc
 
 
+async def _answers_among_first_three(svc, mode, answers):
+    """Each question of ``answers`` has its memory among the first three (in ``mode``)."""
+    for query, answer in answers.items():
+        assert answer in await _texts(svc, query, max_results=3, mode=mode), query
+
+
 async def _first_answers(svc, mode, firsts):
     """Each question of ``firsts`` ranks its memory first (in ``mode``, of three)."""
     for query, first in firsts.items():
@@ -242,15 +248,16 @@ CHILDREN = [
 async def test_a_question_about_one_of_the_children_a_memory_lists_finds_theirs(make_service, mode) -> None:
     """My son is one of "two children, Ciara and Fionn": what the memories say of
     each ranks among the first three, in every mode."""
-    svc = await _holding(make_service, CHILDREN)
-    son = await _texts(svc, "What does my son do for work?", max_results=3, mode=mode)
-    assert "Fionn is a civil engineer with Cork County Council." in son
-    daughter = await _texts(svc, "What's my daughter's job?", max_results=3, mode=mode)
-    assert "Ciara works as an intensive-care nurse in Melbourne." in daughter
-    son_zh = await _texts(svc, "我儿子是干什么的？", max_results=3, mode=mode)
-    assert "陈浩在杭州一家医院当医生。" in son_zh
-    daughter_zh = await _texts(svc, "我女儿学什么专业？", max_results=3, mode=mode)
-    assert "陈可在上海读大学，学的是会计。" in daughter_zh
+    await _answers_among_first_three(
+        await _holding(make_service, CHILDREN),
+        mode,
+        {
+            "What does my son do for work?": "Fionn is a civil engineer with Cork County Council.",
+            "What's my daughter's job?": "Ciara works as an intensive-care nurse in Melbourne.",
+            "我儿子是干什么的？": "陈浩在杭州一家医院当医生。",
+            "我女儿学什么专业？": "陈可在上海读大学，学的是会计。",
+        },
+    )
 
 
 WIDER_FAMILY = [
@@ -268,11 +275,14 @@ WIDER_FAMILY = [
 async def test_a_question_about_an_in_law_finds_what_the_memories_say_of_them(make_service, mode) -> None:
     """ "My mother-in-law" / "我婆婆" is the person a memory names beside the word
     (Maureen, 王秀英): what the memories say of her ranks among the first three."""
-    svc = await _holding(make_service, WIDER_FAMILY)
-    calls = await _texts(svc, "Which day does my mother-in-law phone?", max_results=3, mode=mode)
-    assert "Maureen rings every Sunday evening." in calls
-    home = await _texts(svc, "我婆婆家在哪个城市？", max_results=3, mode=mode)
-    assert "王秀英住在苏州的老城区。" in home
+    await _answers_among_first_three(
+        await _holding(make_service, WIDER_FAMILY),
+        mode,
+        {
+            "Which day does my mother-in-law phone?": "Maureen rings every Sunday evening.",
+            "我婆婆家在哪个城市？": "王秀英住在苏州的老城区。",
+        },
+    )
 
 
 LIVES_AND_JOBS = [
@@ -346,6 +356,8 @@ async def test_the_user_s_wife_is_not_the_daughter_s_husband(make_service, mode)
     """ "我老伴" is 李淑芬 ("老刘的老伴叫李淑芬", a given name jieba tags as foreign):
     not 老刘 ("老刘和老伴…" is he and his wife), nor the daughter's husband 陈磊
     ("刘晓燕的丈夫陈磊"). What the memories say of her ranks among the first three."""
-    svc = await _holding(make_service, LAO_LIU)
-    hobby = await _texts(svc, "我老伴平时有啥爱好？", max_results=3, mode=mode)
-    assert "李淑芬在社区合唱团唱歌，每周一和周五下午排练。" in hobby
+    await _answers_among_first_three(
+        await _holding(make_service, LAO_LIU),
+        mode,
+        {"我老伴平时有啥爱好？": "李淑芬在社区合唱团唱歌，每周一和周五下午排练。"},
+    )

@@ -367,17 +367,16 @@ def bridge(
     via: dict[tuple[str, ...], Entry] = {}
     read = [(entry, han, people, named(group)) for entry, han, people, named in _readings(holders)]
     relatives = {name for *_, (names, _) in read for name in names}
-    user = _the_user(people - relatives for _, _, people, _ in read)
+    user = _the_user((people for _, _, people, _ in read), relatives)
     for entry, han, _, (names, whose) in read:
         names = tuple(name for name in names if name not in query)
-        if not names or (whose is not None and user is not None and whose != user):
+        if not names or _someone_elses(whose, user):
             continue  # "刘晓燕的丈夫陈磊" is the daughter's husband, not the user's
         counts[names] += 1
         same_script[names] = same_script.get(names, False) or han == han_query
         via.setdefault(names, entry)
     if not counts:
         return None
-
     # A name in the question's language first (a Chinese question about "我爱人" and an
     # English memory about a wife are most likely not about one person), then the most
     # often named, then one person over a list ("her daughter Ciara" over "two
@@ -410,11 +409,17 @@ def _reading(text: str, han: bool) -> tuple[set[str], Callable[[str], Named]]:
     return people, lambda group: _han_name(pairs, group)
 
 
-def _the_user(people: Iterable[set[str]]) -> str | None:
+def _someone_elses(whose: str | None, user: str | None) -> bool:
+    """Whether a relation a memory gives an owner (``whose``) is another person's
+    than the ``user``'s (:func:`_the_user`; None: not known)."""
+    return whose is not None and user is not None and whose != user
+
+
+def _the_user(people: Iterable[set[str]], relatives: set[str]) -> str | None:
     """The person the memories are about: the one most of them name (at least two,
     and more than anyone else), of those they name as no one's relative; None when
     no one stands out (memories in the first person: "我和老公王磊…")."""
-    counts = Counter(name for names in people for name in names)
+    counts = Counter(name for names in people for name in names - relatives)
     ranked = counts.most_common(2)
     if not ranked or ranked[0][1] < 2 or (len(ranked) > 1 and ranked[1][1] == ranked[0][1]):
         return None
@@ -429,13 +434,13 @@ def relation_of(name: str, holders: Sequence[Entry], groups: Sequence[str]) -> s
     the user's."""
     read = [(entry, people, {g: named(g) for g in groups}) for entry, _, people, named in _readings(holders)]
     relatives = {name, *(n for *_, said in read for names, _ in said.values() for n in names)}
-    user = _the_user(people - relatives for _, people, _ in read)
+    user = _the_user((people for _, people, _ in read), relatives)
     for entry, _, said in read:
         if name not in entry.memory.text:
             continue
         for group in groups:
             names, whose = said[group]
-            if name in names and (whose is None or user is None or whose == user):
+            if name in names and not _someone_elses(whose, user):
                 return group
     return None
 
