@@ -53,6 +53,31 @@ def held(*texts: str) -> list[Entry]:
         ("我儿媳妇在哪上班？", "daughter-in-law"),
         ("What do my grandkids like?", "grandchild"),
         ("我表姐住在哪", "cousin"),
+        # A relation no one else owns, in a question naming no one, is the user's:
+        # search-style queries, "our", "the", Scots "ma", "of mine"; Chinese leaves
+        # out "my".
+        ("spouse job", "partner"),
+        ("big bro job", "brother"),
+        ("late father occupation", "father"),
+        ("when's the grandkid due", "grandchild"),
+        ("what does ma wee sis do fur work", "sister"),
+        ("When is our daughter's recital?", "daughter"),
+        ("Which colleague of mine handles the wiring?", "colleague"),
+        ("老伴 血糖 怎么治", "partner"),
+        ("女婿 干啥的", "son-in-law"),
+        ("我家小妹是干哪一行的？", "sister"),
+        ("我每周几跟孙子视频？", "grandson"),
+        # Someone else's, any of several, or a word holding the relation's inside it.
+        ("Remind me which day Declan's mam calls", None),
+        ("Whose mum can't be around cats?", None),
+        ("Which coworker has a pet?", None),
+        ("How many kids do I have?", None),
+        ("When did Melanie take the kids to the museum?", None),
+        ("the sister of the bride", None),
+        ("店里的小妹几点走", None),
+        ("我家毛孩子叫什么？", None),
+        ("女儿红多少钱一瓶", None),
+        ("乐乐的妈妈在哪上班", None),
     ],
 )
 def test_only_a_first_person_relation_asks_who(query, relation) -> None:

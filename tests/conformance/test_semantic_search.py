@@ -361,3 +361,26 @@ async def test_the_user_s_wife_is_not_the_daughter_s_husband(make_service, mode)
         mode,
         {"我老伴平时有啥爱好？": "李淑芬在社区合唱团唱歌，每周一和周五下午排练。"},
     )
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_relative_no_one_else_owns_is_the_user_s(make_service, mode) -> None:
+    """A search-style query names a relative without "my" ("wife instrument",
+    "老伴 爱好"; Chinese leaves "my" out), or with "our", "the", Scots "ma": the
+    relative is the user's, asked about by name. "Which colleague" (any of
+    several) asks nothing more."""
+    shown = 1 if mode != "keyword" else 3
+    english = await _holding(make_service, FAMILY)
+    viola = "Priya plays the viola in a string quartet."
+    for query in ("wife instrument", "what does ma wife play"):
+        assert viola in (await _texts(english, query, max_results=3, mode=mode))[:shown], query
+    lao_liu = UserKey("test-app", "user-2")  # another user's memories: one person's relatives each
+    for text in LAO_LIU:
+        await english.add(lao_liu, text)
+    choir = "李淑芬在社区合唱团唱歌，每周一和周五下午排练。"
+    for query in ("老伴 爱好", "老伴平时干啥"):
+        found = await english.search(lao_liu, query, SearchOptions(max_results=3, mode=mode))
+        assert choir in [h.memory.text for h in found], query
+    if mode != "keyword":
+        others = await _texts(english, "Which colleague plays an instrument?", max_results=3, mode=mode)
+        assert others[0] == "Sam's colleague Tom plays the drums in a band."

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from ..model import Entry
 from .tokens import _HAN_RE as HAN_RE
-from .tokens import FAMILIAR_PREFIXES, tagger_module
+from .tokens import ENGLISH_STOPWORDS, FAMILIAR_PREFIXES, jieba_module, tagger_module
 
 __all__ = [
     "BRIDGE_HOLDERS",
@@ -131,6 +131,20 @@ MY_RELATION_ZH = re.compile(
     r"(?:我|俺|咱|用户)(?:的|和|跟|与)?(?:[^\s的，。？！,.?!]{1,4}的)??"
     r"(" + "|".join(map(re.escape, _HAN)) + ")"
 )
+#: A relation no one in the question owns is the user's, in a question naming no
+#: one else: "spouse job", "big bro job", "the grandkid", "our daughter", "ma wee
+#: sis" (Scots), "a colleague of mine"; "老伴 血糖", "我家小妹", "我每周几跟孙子视频"
+#: (Chinese leaves "my" out). Not "Declan's mam", "whose mum", "which coworker",
+#: "how many kids": another's relative, or any of several.
+_REL_EN = "(" + "|".join(map(re.escape, _LATIN)) + r")(?:s|es)?\b"
+_OUR_RELATION_EN = re.compile(
+    r"\b(?:our|ma|mah|me|the)\s+(?:[a-z-]+\s+)?" + _REL_EN + r"(?!\s+of\b)", re.IGNORECASE | re.ASCII
+)
+_FIRST_RELATION_EN = re.compile(r"^\s*((?:[a-z-]+\s+){0,2}?)" + _REL_EN, re.IGNORECASE | re.ASCII)
+_RELATION_OF_MINE = re.compile(r"\b" + _REL_EN + r"\s+of\s+(?:mine|ours)\b", re.IGNORECASE | re.ASCII)
+_REL_ZH = "(" + "|".join(map(re.escape, _HAN)) + ")"
+_FIRST_RELATION_ZH = re.compile(r"^\s*(?:(?:我|俺|咱|用户)们?家(?:的|里)?)?" + _REL_ZH)
+_WITH_RELATION_ZH = re.compile(r"(?:我|俺|咱)[^\s的，。？！,.?!]{0,6}?(?:跟|和|给|与|同|陪|带)" + _REL_ZH)
 _WORD = re.compile(r"[\w'’-]+")
 T = TypeVar("T")
 #: A capitalised word after one of these is a place or a firm ("a friend in Berlin").
@@ -184,12 +198,66 @@ def han_relation_words(group: str) -> str:
 
 def relation_in(query: str) -> tuple[str, tuple[int, int]] | None:
     """The first-person relation the query asks about (its group, and the span
-    the name replaces), if any."""
+    the name replaces), if any: "my sister", or a relation no one else in the
+    question owns (``_unowned_relation``)."""
     for pattern in (MY_RELATION_EN, MY_RELATION_ZH):
         found = pattern.search(query)
         if found:
             return _GROUP_OF[found.group(1).lower()], found.span()
-    return None
+    return _unowned_relation(query)
+
+
+def _unowned_relation(query: str) -> tuple[str, tuple[int, int]] | None:
+    if HAN_RE.search(query):
+        for pattern in (_FIRST_RELATION_ZH, _WITH_RELATION_ZH):
+            found = pattern.search(query)
+            if found and _whole_word(query, found.start(1), found.end(1)):
+                return _GROUP_OF[found.group(1)], found.span(1 if pattern is _WITH_RELATION_ZH else 0)
+        return None
+    if _names_someone(query):
+        return None  # "When did Melanie take the kids…": Melanie's
+    found = _OUR_RELATION_EN.search(query) or _RELATION_OF_MINE.search(query)
+    if found is None:
+        found = _FIRST_RELATION_EN.match(query)
+        # Only describing words before it: "big bro job", "late father", not "how many kids".
+        if found is None or any(w.lower() in _NOT_OWN for w in found.group(1).split()):
+            return None
+        return _GROUP_OF[found.group(2).lower()], found.span(2)
+    return _GROUP_OF[found.group(1).lower()], found.span()
+
+
+#: Words before a relation at a question's start that make it not the user's one
+#: (only describing words may come first: "big bro", "late father", "closest friend").
+_NOT_OWN = ENGLISH_STOPWORDS | frozenset(
+    {
+        "how", "what", "which", "whose", "who", "when", "where", "why", "whom",
+        "any", "every", "each", "another", "other", "some", "all", "both", "no",
+        "many", "much", "few", "his", "her", "their", "its", "your", "our", "my",
+        "do", "does", "did", "has", "have", "had", "can", "could", "will", "would",
+        "should", "may", "might", "at", "from", "by", "about", "as", "if", "than",
+    }
+)  # fmt: skip
+
+
+def _names_someone(query: str) -> bool:
+    """Whether an English question names a person (a capitalised word not first
+    and not "I")."""
+    words = _WORD.findall(query)
+    return any(_is_name(w.removesuffix("'s").removesuffix("’s")) for w in words[1:])
+
+
+def _whole_word(text: str, start: int, end: int) -> bool:
+    """Whether jieba cuts ``text[start:end]`` as a word of its own (毛孩子, a pet, and
+    朋友圈, the WeChat feed, hold 孩子 and 朋友 inside another word)."""
+    jieba = jieba_module()
+    if jieba is None:
+        return True
+    at = 0
+    for word in jieba.cut(text):
+        if at >= start:
+            return at == start and at + len(word) == end
+        at += len(word)
+    return False
 
 
 def _latin_group(word: str) -> str | None:
