@@ -34,6 +34,7 @@ from .search.index import KEYWORD_SPACE, LEXICAL_SPACE, KeywordStats, query_term
 from .search.kinship import in_one_word, named_relative
 from .search.request import without_request
 from .search.scope import one_search, read_together, shared_read
+from .search.user import in_first_person
 
 #: What a search's query vectors are shared under (search/scope.py).
 _QUERY_VECTOR = "query vector"
@@ -188,9 +189,10 @@ class Retrieval:
         mode = options.resolved_mode(self.search_mode)
         if mode == SEARCH_KEYWORD:  # keyword mode ranks the words as given (the reference's)
             return await self._asked(key, query, options, mode)
-        # The question a request carries, its idioms in plain words ("for a living":
-        # as a job, not "lives"): search/request.py, search/idioms.py.
-        query = in_plain_words(without_request(query, HAN_RELATION_WORDS))
+        # The question a request carries, "the user" as "I" (the memories are the
+        # user's, whatever they call them), its idioms in plain words ("for a living":
+        # as a job, not "lives"): search/request.py, search/user.py, search/idioms.py.
+        query = in_plain_words(in_first_person(without_request(query, HAN_RELATION_WORDS)))
         one_word = None
         if not options.order_by_event_time:
             one_word = in_one_word(query) or await self._named_in_one_word(key, query)

@@ -384,3 +384,36 @@ async def test_a_relative_no_one_else_owns_is_the_user_s(make_service, mode) -> 
     if mode != "keyword":
         others = await _texts(english, "Which colleague plays an instrument?", max_results=3, mode=mode)
         assert others[0] == "Sam's colleague Tom plays the drums in a band."
+
+
+#: One person's memories, as an extractor writes them on different days: "The
+#: user…" on some, her name on others.
+NAMED_TWO_WAYS = [
+    "The user lives in a flat in Leith, Edinburgh.",
+    "The user has a grey cat called Mochi.",
+    "The user is allergic to penicillin.",
+    "The user's sister Anna works as a midwife in Glasgow.",
+    "The user drinks two flat whites every morning.",
+    "Kirsty spends her days fitting hearing aids at an audiology clinic.",
+    "Kirsty plays five-a-side football on Thursday evenings.",
+    "Kirsty's dad Iain is a retired plumber.",
+    "用户每周六上午去学中文。",
+    "Kirsty 去年在日本待了两个星期。",
+]
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "semantic"])
+async def test_a_question_about_the_user_finds_memories_that_use_her_name(make_service, mode) -> None:
+    """ "The user" is the person every memory is about, whatever a memory calls her:
+    a question about "the user" ranks "Kirsty plays five-a-side football" first,
+    not the memories that merely say "The user…"."""
+    await _first_answers(
+        await _holding(make_service, NAMED_TWO_WAYS),
+        mode,
+        {
+            "Which game does the user take part in each week?": (
+                "Kirsty plays five-a-side football on Thursday evenings."
+            ),
+            "Which country did the user visit last year?": "Kirsty 去年在日本待了两个星期。",
+        },
+    )

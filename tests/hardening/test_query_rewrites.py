@@ -18,6 +18,7 @@ from memchat.engine.search.idioms import in_plain_words
 from memchat.engine.search.kinship import in_one_word, named_relative
 from memchat.engine.search.request import without_request
 from memchat.engine.search.tokens import _CJK_CLASS, build_search_tokens, latin_share
+from memchat.engine.search.user import in_first_person
 
 from .strategies import ANY_CHAR, given_settings
 
@@ -44,7 +45,7 @@ def _folded(text: str) -> str:
 @given(QUERIES)
 def test_no_rewrite_raises(query: str) -> None:
     for text in (query, _folded(query), query.upper()):
-        rest = in_plain_words(without_request(text))
+        rest = in_plain_words(in_first_person(without_request(text)))
         assert isinstance(rest, str)
         assert in_one_word(rest) is None or isinstance(in_one_word(rest), str)
         named = named_relative(rest)
