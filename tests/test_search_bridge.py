@@ -78,6 +78,11 @@ def held(*texts: str) -> list[Entry]:
         ("我家毛孩子叫什么？", None),
         ("女儿红多少钱一瓶", None),
         ("乐乐的妈妈在哪上班", None),
+        # Words of one region or another for a relative.
+        ("我婆娘每天晚上去哪？", "wife"),
+        ("我家老头子爱吃啥", "husband"),
+        ("兄长年轻时干啥营生？", "brother"),
+        ("我幺妹儿做啥买卖？", "sister"),
     ],
 )
 def test_only_a_first_person_relation_asks_who(query, relation) -> None:
@@ -332,3 +337,31 @@ def test_another_person_s_relative_is_not_the_user_s() -> None:
     # Without a person who stands out (Nora named once, as Ciara), both count: the
     # better holder's name is taken.
     assert bridge("What does my husband do?", english[:2]).names == ("Tom",)
+
+
+def test_a_given_name_jieba_reads_as_a_place_or_a_proper_noun_is_still_a_name() -> None:
+    """jieba cuts 周建华 into 周 (nr) + 建华 (nz), and keeps 老周 whole as a time (t)."""
+    found = bridge("我哥哥年轻时干什么？", held("用户的哥哥周建华住在重庆，以前在长江上开船。"))
+    assert found is not None and found.name == "周建华"
+    found = bridge("我老伴喜欢啥？", held("老周的老伴刘秀英退休前是会计。", "老周每天下午打麻将。"))
+    assert found is not None and found.name == "刘秀英"
+
+
+def test_a_name_acting_on_the_relative_is_not_the_relative() -> None:
+    """In "周建国答应女婿…" 周建国 promises his son-in-law something: he is not him;
+    "陈浩是我女婿" names him."""
+    assert bridge("我女婿干啥的？", held("周建国答应女婿，12月20号下午去开家长会。")) is None
+    found = bridge("我女婿干啥的？", held("陈浩是我女婿，在成都开出租车。"))
+    assert found is not None and found.name == "陈浩"
+
+
+def test_the_user_is_not_their_own_relative() -> None:
+    """The person most of the memories name, who is no one's relative, is the user:
+    never the answer to "my son-in-law"."""
+    memories = held(
+        "周建国在青羊区开了一家五金店。",
+        "周建国答应女婿陈浩，下午去开家长会。",
+        "周建国喜欢听川剧。",
+    )
+    found = bridge("我女婿干啥的？", memories)
+    assert found is not None and found.names == ("陈浩",)

@@ -29,6 +29,9 @@ from memchat.engine.search.kinship import in_one_word, named_relative
         ("我太太的爸爸住哪", "我岳父、老丈人住哪"),
         ("我老公妈妈养了什么", "我婆婆养了什么"),
         ("俺媳妇儿姐姐在哪上班", "俺大姨子在哪上班"),
+        # No owner, at the start: the user's (Chinese leaves "my" out; search-style queries).
+        ("闺女的儿子上初几了？", "我外孙上初几了？"),
+        ("daughter's son school", "my grandson school"),
     ],
 )
 def test_two_steps_are_asked_as_one_word(query, asked) -> None:

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 
 from ..model import Entry
 from .tokens import _HAN_RE as HAN_RE
-from .tokens import ENGLISH_STOPWORDS, FAMILIAR_PREFIXES, jieba_module, tagger_module
+from .tokens import ENGLISH_STOPWORDS, FAMILIAR_PREFIXES, SURNAMES, jieba_module, tagger_module
 
 __all__ = [
     "BRIDGE_HOLDERS",
@@ -57,15 +57,15 @@ RELATIONS: dict[str, tuple[str, ...]] = {
     ),
     "wife": (
         "wife", "wifey", "missus", "girlfriend", "fiancee", "fiancée",
-        "老婆", "妻子", "太太", "媳妇", "媳妇儿", "女朋友", "女友", "未婚妻",
+        "老婆", "妻子", "太太", "媳妇", "媳妇儿", "婆娘", "老婆子", "女朋友", "女友", "未婚妻",
     ),
     "husband": (
         "husband", "hubby", "boyfriend", "fiance", "fiancé",
-        "老公", "丈夫", "男朋友", "男友", "未婚夫",
+        "老公", "丈夫", "老头子", "男朋友", "男友", "未婚夫",
     ),
     "sibling": ("sibling", "兄弟姐妹"),
-    "sister": ("sister", "sis", "姐姐", "妹妹", "大姐", "二姐", "小妹"),
-    "brother": ("brother", "bro", "哥哥", "弟弟", "大哥", "二哥", "小弟"),
+    "sister": ("sister", "sis", "姐姐", "妹妹", "大姐", "二姐", "小妹", "幺妹"),
+    "brother": ("brother", "bro", "哥哥", "弟弟", "大哥", "二哥", "小弟", "兄长"),
     "mother": ("mother", "mom", "mum", "mam", "mommy", "mummy", "妈妈", "老妈", "妈", "母亲"),
     "father": ("father", "dad", "daddy", "爸爸", "老爸", "爸", "父亲"),
     "child": ("child", "children", "kid", "孩子", "子女", "儿女"),
@@ -375,13 +375,50 @@ def han_words(text: str, posseg: Any) -> list[tuple[str, str]]:
     pairs: list[tuple[str, str]] = []
     for p in posseg.cut(text):
         # jieba cuts 老陈 into 老 + 陈, and 王秀英 into the surname + 秀英: one name each.
+        # It also reads some given names as other proper nouns (周 + 建华 nz, 周 +
+        # 建国 ns), and keeps some familiar names whole but as other words (老周 t,
+        # 老马 n): names too.
         prefix = pairs[-1] if pairs else ("", "")
         surname = len(prefix[0]) == 1 and prefix[1] == "nr"
-        if _is_person_tag(p.flag) and (surname or (len(p.word) == 1 and prefix[0] in FAMILIAR_PREFIXES)):
+        given = _is_person_tag(p.flag) or (p.flag in _GIVEN_NAME_FLAGS and len(p.word) == 2)
+        # 刘 as a bound morpheme (zg) before 秀英 (nr) is a surname too.
+        bound_surname = len(prefix[0]) == 1 and prefix[1] in _BOUND_FLAGS and prefix[0] in SURNAMES
+        if (
+            (surname and given)
+            or (bound_surname and _is_person_tag(p.flag) and len(p.word) <= 2)
+            or (_is_person_tag(p.flag) and len(p.word) == 1 and prefix[0] in FAMILIAR_PREFIXES)
+        ):
             pairs[-1] = (prefix[0] + p.word, "nr")
+        elif _is_familiar_name(p.word, p.flag):
+            pairs.append((p.word, "nr"))
         else:
             pairs.append((p.word, p.flag))
     return pairs
+
+
+#: What jieba tags a surname it does not read as one: a bound morpheme (刘 zg).
+_BOUND_FLAGS = frozenset({"zg", "ng"})
+#: What jieba tags a given name after a surname when it misreads it: another
+#: proper noun (建华 nz), a place (建国 ns).
+_GIVEN_NAME_FLAGS = frozenset({"nz", "ns"})
+#: What jieba tags a familiar name it keeps whole when it does not say person:
+#: a time (老周 t), a noun (老马 n).
+_FAMILIAR_NAME_FLAGS = frozenset({"t", "n"})
+
+
+def _is_familiar_name(word: str, flag: str) -> bool:
+    """老周, 小马: a prefix of familiarity and a surname, tagged as a time or a noun."""
+    return (
+        len(word) == 2
+        and word[0] in FAMILIAR_PREFIXES
+        and word[1] in SURNAMES
+        and flag in _FAMILIAR_NAME_FLAGS
+    )
+
+
+#: What may stand between a name and the relation after it that it names: "陈浩是我女婿",
+#: "陈浩，我女婿".
+_HAN_NAMING_BETWEEN = frozenset({"是", "就是", "也是", "乃", "我", "俺", "咱", "用户", "，", ",", "、"})
 
 
 def _han_name(pairs: Sequence[tuple[str, str]], group: str) -> Named:
@@ -395,7 +432,10 @@ def _han_name(pairs: Sequence[tuple[str, str]], group: str) -> Named:
             # "周海燕的妈妈": a name with 的 before the relation is its owner, not the mother;
             # "老刘和老伴": one with 和 between is the relation's companion, not the wife.
             owner = j < i and any(w in _HAN_OWNER_BETWEEN for w, _ in pairs[j + 1 : i])
-            if (name := _han_person(pairs[j])) and not owner:
+            # "周建国答应女婿…": a name before the relation with a verb between is
+            # someone acting on the relative; "陈浩是我女婿" names them.
+            acting = j < i and any(w not in _HAN_NAMING_BETWEEN for w, _ in pairs[j + 1 : i])
+            if (name := _han_person(pairs[j])) and not owner and not acting:
                 return (name,), whose
     return (), None
 
@@ -437,7 +477,8 @@ def bridge(
     relatives = {name for *_, (names, _) in read for name in names}
     user = _the_user((people for _, _, people, _ in read), relatives)
     for entry, han, _, (names, whose) in read:
-        names = tuple(name for name in names if name not in query)
+        # Not the user: in "周建国答应女婿…" the name beside the son-in-law is his.
+        names = tuple(name for name in names if name not in query and name != user)
         if not names or _someone_elses(whose, user):
             continue  # "刘晓燕的丈夫陈磊" is the daughter's husband, not the user's
         counts[names] += 1

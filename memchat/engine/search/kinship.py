@@ -142,6 +142,12 @@ _EN_OF = re.compile(
 _ZH = re.compile(
     rf"(?P<owner>我|俺|咱|用户)的?(?P<first>{_HAN_ALTERNATIVES})的(?P<second>{_HAN_ALTERNATIVES})"
 )
+#: The same with no owner, at the start of a question: "闺女的儿子上初几了？" (Chinese
+#: leaves "my" out), "daughter's son school" (a search-style query): the user's.
+_ZH_UNOWNED = re.compile(rf"^\s*(?P<first>{_HAN_ALTERNATIVES})的(?P<second>{_HAN_ALTERNATIVES})")
+_EN_UNOWNED = re.compile(
+    rf"^\s*(?P<first>{_LATIN})(?:['’]s?|s)\s+(?P<second>{_LATIN})\b", re.IGNORECASE | re.ASCII
+)
 _SPOUSES = sorted(
     (w for w in (*_STEPS["husband"], *_STEPS["wife"]) if HAN_RE.search(w)), key=len, reverse=True
 )
@@ -154,16 +160,27 @@ _ZH_SPOUSE = re.compile(
 )
 
 
+_TWO_STEPS = (
+    (_ZH, True),
+    (_ZH_SPOUSE, True),
+    (_EN_POSSESSIVE, False),
+    (_EN_OF, False),
+    (_ZH_UNOWNED, True),
+    (_EN_UNOWNED, False),
+)
+
+
 def in_one_word(query: str) -> str | None:
     """``query`` with a first-person relative named in two steps named by the one
     word for them ("my husband's mother" → "my mother-in-law"), or None when it
     names none."""
-    for pattern, chinese in ((_ZH, True), (_ZH_SPOUSE, True), (_EN_POSSESSIVE, False), (_EN_OF, False)):
+    for pattern, chinese in _TWO_STEPS:
         found = pattern.search(query)
         if found is None:
             continue
         first = _RELATION_OF[found["first"].lower()]
-        one_word = _one_word(found["owner"], first, _RELATION_OF[found["second"].lower()], chinese)
+        owner = found.groupdict().get("owner") or ("我" if chinese else "my")
+        one_word = _one_word(owner, first, _RELATION_OF[found["second"].lower()], chinese)
         if one_word is not None:
             return query[: found.start()] + one_word + query[found.end() :]
     return None

@@ -249,7 +249,7 @@ _GLUED_CONTEXT = 2
 #: What Chinese speakers put before a surname to name someone familiar (小刘, 老陈, 阿黄).
 FAMILIAR_PREFIXES = frozenset("小老阿")
 #: The hundred commonest surnames (one rune each).
-_SURNAMES = frozenset(
+SURNAMES = frozenset(
     "王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程"
     "苏魏吕丁任沈姚卢姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝"
     "龚邵万钱严覃武戴莫孔向汤"
@@ -261,7 +261,7 @@ def _familiar_name(before: str, word: str, known: Any) -> str:
     then a surname that starts no dictionary word. jieba knows some such names (小张,
     老李, 老王) and keeps them whole; the others it splits, so a search for 小刘 matched
     nothing. A surname that starts a real word stays that word (小 + 程序 is no 小程)."""
-    if before not in FAMILIAR_PREFIXES or not word or word[0] not in _SURNAMES:
+    if before not in FAMILIAR_PREFIXES or not word or word[0] not in SURNAMES:
         return ""
     if len(word) > 1 and known.get(word):
         return ""
