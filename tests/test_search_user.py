@@ -22,6 +22,7 @@ from memchat.engine.search.user import in_first_person
         ("The user likes what?", "I like what?"),
         ("用户多大岁数了？", "我多大岁数了？"),
         ("用户的女儿是做什么的？", "我的女儿是做什么的？"),
+        ("User 的工作是什么？", "我的工作是什么？"),
     ],
 )
 def test_the_user_is_asked_about_as_i(query, asked) -> None:

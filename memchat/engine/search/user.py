@@ -30,6 +30,7 @@ _THING = (
 )
 _USERS = re.compile(r"\b(?:the\s+)?users?['’]s?(?=\s)" + _THING, re.IGNORECASE | re.ASCII)
 _USER = re.compile(r"\b(?:the\s+)?user\b(?!['’])" + _THING, re.IGNORECASE | re.ASCII)
+_USER_DE = re.compile(r"\b(?:the\s+)?user\s*(?=的)", re.IGNORECASE | re.ASCII)
 #: The verb after or before "I" in its first-person form.
 _VERB_AFTER_I = re.compile(r"\bI\s+(is|has|does|was|likes|lives|works)\b")
 _VERB_BEFORE_I = re.compile(r"\b(does|is|has)\s+I\b", re.IGNORECASE)
@@ -52,6 +53,7 @@ def in_first_person(query: str) -> str:
 
 
 def _in_english(query: str) -> str:
+    query = _USER_DE.sub("我", query)  # "user 的工作": a Chinese question's "user"
     query = _USERS.sub(lambda m: _cased("my", m), query)
     query = _USER.sub(lambda m: "I", query)
     query = _VERB_BEFORE_I.sub(lambda m: _cased(_FIRST_PERSON[m.group(1).lower()], m) + " I", query)
