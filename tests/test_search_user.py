@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from memchat.engine.search.user import in_first_person
+from memchat.engine.search.user import as_the_user, in_first_person, name_candidates, the_user_named
 
 
 @pytest.mark.parametrize(
@@ -43,3 +43,46 @@ def test_the_user_is_asked_about_as_i(query, asked) -> None:
 )
 def test_a_user_that_is_a_thing_or_no_user_is_left_alone(query) -> None:
     assert in_first_person(query) == query
+
+
+@pytest.mark.parametrize(
+    ("query", "names"),
+    [
+        ("Tomás work trip abroad", ("tomás",)),
+        ("What is Priya's job?", ("priya",)),
+        ("Where does my sister live?", ()),
+        ("Tell me when Anna and Tom married", ("anna", "tom")),
+        ("王芳 职业", ("王芳",)),
+        ("老周是做啥子生意的？", ("老周",)),
+        ("豆豆什么时候打疫苗", ()),  # no surname: a nickname, maybe the baby's
+    ],
+)
+def test_the_names_a_question_may_call_the_user_by(query, names) -> None:
+    assert name_candidates(query) == names
+
+
+def test_the_user_is_the_name_most_memories_hold_where_they_also_say_user() -> None:
+    # 20 memories: Priya in 8, "user" in 5, her sister Anna in 2.
+    df = {"priya": 8, "user": 5, "anna": 2}
+    assert the_user_named(("priya",), df, 20) == "priya"
+    assert the_user_named(("anna",), df, 20) is None
+    # Two people's conversations (LoCoMo's) never say "user": a name says whom a
+    # question is about there.
+    assert the_user_named(("caroline",), {"caroline": 10, "melanie": 9}, 20) is None
+    # 用户 is no index term: a Chinese name needs only its share.
+    assert the_user_named(("王芳",), {"王芳": 16}, 36) == "王芳"
+    assert the_user_named(("王静",), {"王芳": 16, "王静": 3}, 36) is None
+
+
+@pytest.mark.parametrize(
+    ("query", "name", "asked"),
+    [
+        ("How much does Tomás get paid?", "tomás", "How much do I get paid?"),
+        ("What is Priya's job?", "priya", "What is my job?"),
+        ("Priya's sister's job", "priya", "My sister's job"),
+        ("王芳 职业", "王芳", "我 职业"),
+        ("王芳的家在哪", "王芳", "我的家在哪"),
+    ],
+)
+def test_the_user_s_name_is_asked_as_i(query, name, asked) -> None:
+    assert as_the_user(query, name) == asked

@@ -34,7 +34,7 @@ from .search.index import KEYWORD_SPACE, LEXICAL_SPACE, KeywordStats, query_term
 from .search.kinship import in_one_word, named_relative
 from .search.request import without_request
 from .search.scope import one_search, read_together, shared_read
-from .search.user import in_first_person
+from .search.user import USER_WORD, as_the_user, in_first_person, name_candidates, the_user_named
 
 #: What a search's query vectors are shared under (search/scope.py).
 _QUERY_VECTOR = "query vector"
@@ -193,6 +193,7 @@ class Retrieval:
         # user's, whatever they call them), its idioms in plain words ("for a living":
         # as a job, not "lives"): search/request.py, search/user.py, search/idioms.py.
         query = in_plain_words(in_first_person(without_request(query, HAN_RELATION_WORDS)))
+        query = await self._as_the_user(key, query)
         one_word = None
         if not options.order_by_event_time:
             one_word = in_one_word(query) or await self._named_in_one_word(key, query)
@@ -205,6 +206,20 @@ class Retrieval:
             self._asked(key, query, options, mode), self._asked(key, one_word, options, mode)
         )
         return merge(results, again, limit=options.max_results or self.max_results)
+
+    async def _as_the_user(self, key: UserKey, query: str) -> str:
+        """``query`` with the user's name in the first person ("王芳 职业" is "我 职业"),
+        when it names the person most of the memories hold (search/user.py): the
+        memories call the user "The user…" one day and by name the next, and the
+        name matched only the latter. One keyword lookup, for a query naming anyone."""
+        names = name_candidates(query)
+        if not names:
+            return query
+        _, stats, _ = await self._keyword_candidates(key, " ".join((*names, USER_WORD)), KEYWORD_SPACE, 1)
+        if stats is None or stats.df is None:
+            return query
+        name = the_user_named(names, stats.df, stats.count)
+        return query if name is None else as_the_user(query, name)
 
     async def _named_in_one_word(self, key: UserKey, query: str) -> str | None:
         """ "Declan's mam" is "my mother-in-law" when a memory says Declan is the

@@ -417,3 +417,42 @@ async def test_a_question_about_the_user_finds_memories_that_use_her_name(make_s
             "Which country did the user visit last year?": "Kirsty 去年在日本待了两个星期。",
         },
     )
+
+
+#: The same for a Chinese speaker: 用户… and 王芳….
+NAMED_TWO_WAYS_ZH = [
+    "用户家住朝阳区望京的一套两居室。",
+    "王芳不吃香菜。",
+    "王芳的生日是1991年11月2日。",
+    "王芳的妹妹王静在上海当律师。",
+    "王芳喜欢烘焙，最拿手的是戚风蛋糕。",
+    "用户对芒果过敏。",
+    "王芳养了一只叫煤球的黑猫。",
+    "用户每个月要还房贷一万二千元。",
+]
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "semantic"])
+async def test_a_question_naming_the_user_finds_memories_that_say_the_user(make_service, mode) -> None:
+    """Asked by her name, the user is still the person of every memory: "Where is
+    Kirsty's home?" ranks "The user lives in a flat in Leith" first, not the
+    memories that merely hold "Kirsty"; 王芳 likewise. Her dad is still her dad."""
+    svc = await _holding(make_service, NAMED_TWO_WAYS)
+    await _first_answers(
+        svc,
+        mode,
+        {
+            "Which medicine must Kirsty avoid?": "The user is allergic to penicillin.",
+            "Where is Kirsty's home?": "The user lives in a flat in Leith, Edinburgh.",
+            "What does Kirsty's dad do?": "Kirsty's dad Iain is a retired plumber.",
+        },
+    )
+    wang_fang = UserKey("test-app", "user-2")
+    for text in NAMED_TWO_WAYS_ZH:
+        await svc.add(wang_fang, text)
+    for query, answer in {
+        "王芳的家在北京什么地方？": "用户家住朝阳区望京的一套两居室。",
+        "王芳每月还多少贷款": "用户每个月要还房贷一万二千元。",
+    }.items():
+        found = await svc.search(wang_fang, query, SearchOptions(max_results=3, mode=mode))
+        assert found[0].memory.text == answer, query

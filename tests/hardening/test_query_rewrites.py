@@ -18,7 +18,7 @@ from memchat.engine.search.idioms import in_plain_words
 from memchat.engine.search.kinship import in_one_word, named_relative
 from memchat.engine.search.request import without_request
 from memchat.engine.search.tokens import _CJK_CLASS, build_search_tokens, latin_share
-from memchat.engine.search.user import in_first_person
+from memchat.engine.search.user import as_the_user, in_first_person, name_candidates
 
 from .strategies import ANY_CHAR, given_settings
 
@@ -53,6 +53,8 @@ def test_no_rewrite_raises(query: str) -> None:
             for name in named.names:
                 for first in named.firsts():
                     assert isinstance(named.in_one_word(name, first), str)
+        for name in name_candidates(rest):
+            assert isinstance(as_the_user(rest, name), str)
         found = relation_in(rest)
         assert found is None or found[0] in RELATIONS
         assert isinstance(build_search_tokens(rest), list)

@@ -20,8 +20,11 @@ name", "user manual", 用户名 or 用户体验, which are things.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
-__all__ = ["in_first_person"]
+from .tokens import _HAN_RE, FAMILIAR_PREFIXES, FUNCTION_WORDS, SURNAMES, build_search_tokens
+
+__all__ = ["USER_WORD", "in_first_person", "name_candidates", "the_user_named"]
 
 #: What "user" qualifies when it names a thing, not the person: "user name", "user manual".
 _THING = (
@@ -56,6 +59,65 @@ def _in_english(query: str) -> str:
     query = _USER_DE.sub("我", query)  # "user 的工作": a Chinese question's "user"
     query = _USERS.sub(lambda m: _cased("my", m), query)
     query = _USER.sub(lambda m: "I", query)
+    query = _VERB_BEFORE_I.sub(lambda m: _cased(_FIRST_PERSON[m.group(1).lower()], m) + " I", query)
+    return _VERB_AFTER_I.sub(lambda m: "I " + _FIRST_PERSON.get(m.group(1), m.group(1)), query)
+
+
+#: The word the memories call the user by, in the keyword index (用户 is a stopword there).
+USER_WORD = "user"
+#: A name most memories hold is the user's (a relative's is rarer)...
+USER_NAME_SHARE = 0.2
+#: ... in English, when the memories call the user "the user" too (a store of two
+#: people's conversations, LoCoMo's, never does: there a name says whom a question
+#: is about).
+USER_WORD_SHARE = 0.1
+_LATIN_NAME = re.compile(r"\b([^\W\d_][^\W\d_-]*)(?:['’]s)?\b")
+#: Capitalised words at the start of a question that name no one.
+_NOT_NAMES = FUNCTION_WORDS | {"tell", "remind", "show", "please", "hey", "hi", "ok", "okay", "user"}
+
+
+def name_candidates(query: str) -> tuple[str, ...]:
+    """The words of ``query`` that may be the user's name, as the keyword index
+    holds them: capitalised words ("Tomás", "Priya's"), and Chinese words of a
+    surname and a given name (王芳) or a familiar name (老周)."""
+    names: list[str] = []
+    for word in _LATIN_NAME.findall(query):
+        if word[:1].isupper() and word[1:].islower() and word.lower() not in _NOT_NAMES:
+            names.append(word.lower())
+    if _HAN_RE.search(query):
+        for token in build_search_tokens(query):
+            if 2 <= len(token) <= 3 and _HAN_RE.match(token) and _is_han_name(token):
+                names.append(token)
+    return tuple(dict.fromkeys(names))
+
+
+def _is_han_name(token: str) -> bool:
+    return token[0] in SURNAMES or (token[0] in FAMILIAR_PREFIXES and token[1] in SURNAMES)
+
+
+def the_user_named(names: tuple[str, ...], df: Mapping[str, int], count: int) -> str | None:
+    """Which of ``names`` is the user's (index tokens; ``df``: the memories holding
+    each, and ``USER_WORD``, of ``count``): one that at least ``USER_NAME_SHARE``
+    of the memories hold (an English one only where ``USER_WORD_SHARE`` of them
+    also say "user"), the most held first; None for no such name."""
+    if count <= 0:
+        return None
+    said_user = df.get(USER_WORD, 0) >= USER_WORD_SHARE * count
+    held = [
+        (df.get(name, 0), name)
+        for name in names
+        if df.get(name, 0) >= USER_NAME_SHARE * count and (said_user or _HAN_RE.match(name))
+    ]
+    return max(held)[1] if held else None
+
+
+def as_the_user(query: str, name: str) -> str:
+    """``query`` with the user's ``name`` (as :func:`name_candidates` gave it) in the
+    first person: "What does Tomás …" asks "What do I …", "王芳 职业" asks "我 职业"."""
+    if _HAN_RE.match(name):
+        return re.sub(re.escape(name) + "的?", lambda m: "我的" if m.group(0).endswith("的") else "我", query)
+    pattern = re.compile(r"\b" + re.escape(name) + r"(['’]s)?\b", re.IGNORECASE)
+    query = pattern.sub(lambda m: _cased("my", m) if m.group(1) else "I", query)
     query = _VERB_BEFORE_I.sub(lambda m: _cased(_FIRST_PERSON[m.group(1).lower()], m) + " I", query)
     return _VERB_AFTER_I.sub(lambda m: "I " + _FIRST_PERSON.get(m.group(1), m.group(1)), query)
 
