@@ -83,6 +83,8 @@ def held(*texts: str) -> list[Entry]:
         ("我家老头子爱吃啥", "husband"),
         ("兄长年轻时干啥营生？", "brother"),
         ("我幺妹儿做啥买卖？", "sister"),
+        ("我妹办喜事是哪天", "sister"),
+        ("我哥们的店在哪", "friend"),  # a buddy, not a brother
     ],
 )
 def test_only_a_first_person_relation_asks_who(query, relation) -> None:

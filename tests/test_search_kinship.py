@@ -31,6 +31,7 @@ from memchat.engine.search.kinship import in_one_word, named_relative
         ("俺媳妇儿姐姐在哪上班", "俺大姨子在哪上班"),
         # No owner, at the start: the user's (Chinese leaves "my" out; search-style queries).
         ("闺女的儿子上初几了？", "我外孙上初几了？"),
+        ("我妹的儿子多大", "我外甥多大"),
         ("daughter's son school", "my grandson school"),
     ],
 )

@@ -64,14 +64,15 @@ RELATIONS: dict[str, tuple[str, ...]] = {
         "老公", "丈夫", "老头子", "男朋友", "男友", "未婚夫",
     ),
     "sibling": ("sibling", "兄弟姐妹"),
-    "sister": ("sister", "sis", "姐姐", "妹妹", "大姐", "二姐", "小妹", "幺妹"),
-    "brother": ("brother", "bro", "哥哥", "弟弟", "大哥", "二哥", "小弟", "兄长"),
+    "sister": ("sister", "sis", "姐姐", "妹妹", "大姐", "二姐", "小妹", "幺妹", "姐", "妹"),
+    "brother": ("brother", "bro", "哥哥", "弟弟", "大哥", "二哥", "小弟", "兄长", "哥", "弟"),
     "mother": ("mother", "mom", "mum", "mam", "mommy", "mummy", "妈妈", "老妈", "妈", "母亲"),
     "father": ("father", "dad", "daddy", "爸爸", "老爸", "爸", "父亲"),
     "child": ("child", "children", "kid", "孩子", "子女", "儿女"),
     "son": ("son", "儿子"),
     "daughter": ("daughter", "女儿", "闺女"),
-    "friend": ("friend", "pal", "朋友", "好朋友", "闺蜜"),
+    # 哥们 before 哥: "我哥们" is a friend, not a brother.
+    "friend": ("friend", "pal", "朋友", "好朋友", "闺蜜", "哥们", "哥们儿", "铁哥们"),
     "colleague": ("colleague", "coworker", "co-worker", "workmate", "同事", "工友"),
     # Not "manager": it is as often a job title ("a project manager at Siemens").
     "boss": ("boss", "老板", "领导", "上司"),

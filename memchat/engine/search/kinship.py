@@ -42,6 +42,10 @@ _ELDER_OR_YOUNGER = {
     "二哥": "older brother",
     "弟弟": "younger brother",
     "小弟": "younger brother",
+    "姐": "older sister",
+    "妹": "younger sister",
+    "哥": "older brother",
+    "弟": "younger brother",
 }
 _SIBLING = {step: step.split()[1] for step in _ELDER_OR_YOUNGER.values()}
 
