@@ -37,6 +37,10 @@ def test_the_user_is_asked_about_as_i(query, asked) -> None:
         "How many users does the forum have?",
         "Who uses the car on Sundays?",
         "我的用户名是什么",
+        # The word alone (the memory panel's filter) looks for the word.
+        "user",
+        "the user's",
+        "用户",
         "这个应用的用户体验怎么样",
         "What does Alice do?",
     ],
@@ -86,3 +90,8 @@ def test_the_user_is_the_name_most_memories_hold_where_they_also_say_user() -> N
 )
 def test_the_user_s_name_is_asked_as_i(query, name, asked) -> None:
     assert as_the_user(query, name) == asked
+
+
+@pytest.mark.parametrize(("query", "name"), [("Priya", "priya"), ("Priya's", "priya"), ("王芳", "王芳")])
+def test_the_user_s_name_alone_is_searched_as_the_name(query, name) -> None:
+    assert as_the_user(query, name) == query

@@ -53,13 +53,23 @@ _HAN_USER = re.compile(
 
 def in_first_person(query: str) -> str:
     """``query`` with "the user" as "I" / "my" and 用户 as 我; ``query`` itself when
-    it names no user."""
-    lower = query.lower()
-    if "user" in lower:
-        query = _in_english(query)
-    if "用户" in query:
-        query = _HAN_USER.sub("我", query)
-    return query
+    it names no user, or nothing else (``_asks_more``)."""
+    asked = query
+    if "user" in asked.lower():
+        asked = _in_english(asked)
+    if "用户" in asked:
+        asked = _HAN_USER.sub("我", asked)
+    return asked if _asks_more(asked) else query
+
+
+#: What a question says of the user once in the first person.
+_I = re.compile(r"\b(?:I|me|my|mine)\b|我的?", re.IGNORECASE)
+
+
+def _asks_more(query: str) -> bool:
+    """Whether ``query`` asks about more than the user: "user", "Priya" alone (typed
+    in the memory panel's filter) look for the word, not for "I"."""
+    return bool(re.search(r"\w", _I.sub("", query)))
 
 
 def _in_english(query: str) -> str:
@@ -127,9 +137,11 @@ def as_the_user(query: str, name: str) -> str:
     """``query`` with the user's ``name`` (as :func:`name_candidates` gave it) in the
     first person: "What does Tomás …" asks "What do I …", "王芳 职业" asks "我 职业"."""
     if _HAN_RE.match(name):
-        return query.replace(name, "我")
-    pattern = re.compile(r"\b" + re.escape(name) + r"(['’]s)?\b", re.IGNORECASE)
-    return _verbs_of_i(pattern.sub(lambda m: _cased("my", m) if m.group(1) else "I", query))
+        asked = query.replace(name, "我")
+    else:
+        pattern = re.compile(r"\b" + re.escape(name) + r"(['’]s)?\b", re.IGNORECASE)
+        asked = _verbs_of_i(pattern.sub(lambda m: _cased("my", m) if m.group(1) else "I", query))
+    return asked if _asks_more(asked) else query
 
 
 def _cased(word: str, found: re.Match[str]) -> str:
