@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pytest
 
 from memchat.engine.model import Entry, Memory
-from memchat.engine.search.bridge import bridge, merge, relation_in, relation_of
+from memchat.engine.search.bridge import bridge, merge, names_the_user, relation_in, relation_of
 from memchat.engine.search.tokens import build_search_tokens
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -367,3 +367,11 @@ def test_the_user_is_not_their_own_relative() -> None:
     )
     found = bridge("我女婿干啥的？", memories)
     assert found is not None and found.names == ("陈浩",)
+
+
+def test_the_user_s_name_is_the_most_named_person_who_is_no_one_s_relative() -> None:
+    """王芳 is the person of "王芳的妹妹王静…"; in memories in the first person
+    ("我和老公老陈…") the most named, 老陈, is the husband."""
+    assert names_the_user("王芳", held("王芳不吃香菜。", "王芳的妹妹王静在上海当律师。", "王芳喜欢烘焙。"))
+    first_person = held("我和老公老陈住在杭州。", "老陈是一名出租车司机。", "老陈每个周末都去钓鱼。")
+    assert not names_the_user("老陈", first_person)

@@ -24,6 +24,7 @@ from .search.bridge import (
     han_relation_words,
     merge,
     name_tagger_loaded,
+    names_the_user,
     relation_in,
     relation_of,
     relation_words,
@@ -219,7 +220,17 @@ class Retrieval:
         if stats is None or stats.df is None:
             return query
         name = the_user_named(names, stats.df, stats.count)
-        return query if name is None else as_the_user(query, name)
+        if name is None:
+            return query
+        if HAN_RE.match(name):
+            # 用户 is no index term, so no share of "user" tells a store about the user
+            # from one in the first person ("我和老公老陈…": 老陈 is the husband). The
+            # memories holding the name say whether it is no one's relative.
+            holders = await self._holders(key, name)
+            await _name_tagger_loaded()
+            if not names_the_user(name, holders):
+                return query
+        return as_the_user(query, name)
 
     async def _named_in_one_word(self, key: UserKey, query: str) -> str | None:
         """ "Declan's mam" is "my mother-in-law" when a memory says Declan is the

@@ -44,6 +44,7 @@ __all__ = [
     "load_name_tagger",
     "merge",
     "name_tagger_loaded",
+    "names_the_user",
     "relation_in",
     "relation_of",
     "relation_words",
@@ -534,6 +535,15 @@ def _the_user(people: Iterable[set[str]], relatives: set[str]) -> str | None:
     if not ranked or ranked[0][1] < 2 or (len(ranked) > 1 and ranked[1][1] == ranked[0][1]):
         return None
     return ranked[0][0]
+
+
+def names_the_user(name: str, holders: Sequence[Entry]) -> bool:
+    """Whether the memories holding ``name`` make it the user's: the person most of
+    them name, who is no one's relative (:func:`_the_user`). In "我和老公老陈…",
+    老陈 is the husband: the memories are in the first person."""
+    read = _readings(holders)
+    relatives = {n for *_, named in read for group in RELATIONS for n in named(group)[0]}
+    return name not in relatives and _the_user((people for _, _, people, _ in read), relatives) == name
 
 
 def relation_of(name: str, holders: Sequence[Entry], groups: Sequence[str]) -> str | None:
