@@ -21,7 +21,8 @@ reason: the name matched only the memories that use it. Which name is the
 user's, the memories say (``the_user_named``): one at least a fifth of them
 hold, and in English only where they also say "user". A store of two people's
 conversations (LoCoMo's) never does, and there a name says whom a question is
-about.
+about. 用户 is no index term: a Chinese name must be no one's relative in the
+memories holding it (``bridge.names_the_user``, asked by the caller).
 """
 
 from __future__ import annotations
