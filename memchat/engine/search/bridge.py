@@ -27,7 +27,14 @@ from typing import Any, TypeVar
 
 from ..model import Entry
 from .tokens import _HAN_RE as HAN_RE
-from .tokens import ENGLISH_STOPWORDS, FAMILIAR_PREFIXES, SURNAMES, jieba_module, tagger_module
+from .tokens import (
+    ENGLISH_STOPWORDS,
+    FAMILIAR_PREFIXES,
+    SURNAMES,
+    is_familiar_name,
+    jieba_module,
+    tagger_module,
+)
 
 __all__ = [
     "BRIDGE_HOLDERS",
@@ -41,6 +48,7 @@ __all__ = [
     "bridge",
     "han_relation_words",
     "han_words",
+    "is_name",
     "load_name_tagger",
     "merge",
     "name_tagger_loaded",
@@ -245,7 +253,7 @@ def _names_someone(query: str) -> bool:
     """Whether an English question names a person (a capitalised word not first
     and not "I")."""
     words = _WORD.findall(query)
-    return any(_is_name(w.removesuffix("'s").removesuffix("’s")) for w in words[1:])
+    return any(is_name(w.removesuffix("'s").removesuffix("’s")) for w in words[1:])
 
 
 def _whole_word(text: str, start: int, end: int) -> bool:
@@ -283,7 +291,7 @@ _LIST_WORDS = frozenset({"and", "named", "called", "both"})
 BRIDGE_LIST_NAMES = 3
 
 
-def _is_name(word: str) -> bool:
+def is_name(word: str) -> bool:
     return word[:1].isupper() and word[1:].islower() and word not in _NOT_NAMES
 
 
@@ -302,7 +310,7 @@ def _listed(
 
 
 def _latin_listed(word: str) -> str | None:
-    return word if _is_name(word) and not word.endswith(("'s", "’s")) else None
+    return word if is_name(word) and not word.endswith(("'s", "’s")) else None
 
 
 def _is_plural(word: str) -> bool:
@@ -324,7 +332,7 @@ def _latin_name(text: str, group: str) -> Named:
         if _latin_group(word) not in MATCHES[group]:
             continue
         before = words[i - 1] if i else ""
-        whose = before[:-2] if before.endswith(("'s", "’s")) and _is_name(before[:-2]) else None
+        whose = before[:-2] if before.endswith(("'s", "’s")) and is_name(before[:-2]) else None
         if _is_plural(word):
             # "two children, Ciara and Fionn" for "my daughter": one of them is.
             listed = _listed(words[i + 1 :], _latin_listed, lambda w: w.lower() in _LIST_WORDS)
@@ -335,7 +343,7 @@ def _latin_name(text: str, group: str) -> Named:
             possessive = name.endswith(("'s", "’s"))  # "Alice's sister": Alice is not the sister
             place = j > 0 and words[j - 1].lower() in _PLACE_BEFORE
             owner = j < i and any(w.lower() in _OWNER_BETWEEN for w in words[j + 1 : i])
-            if _is_name(name) and not (possessive or place or owner):
+            if is_name(name) and not (possessive or place or owner):
                 return (name,), whose
     return (), None
 
@@ -343,7 +351,7 @@ def _latin_name(text: str, group: str) -> Named:
 def _latin_people(text: str) -> set[str]:
     """The capitalised names ``text`` mentions (a possessive's name too)."""
     names = (w.removesuffix("'s").removesuffix("’s") for w in _WORD.findall(text))
-    return {n for n in names if _is_name(n)}
+    return {n for n in names if is_name(n)}
 
 
 #: Between a name and a relation after it, these say the relation is the name's own
@@ -410,12 +418,7 @@ _FAMILIAR_NAME_FLAGS = frozenset({"t", "n"})
 
 def _is_familiar_name(word: str, flag: str) -> bool:
     """老周, 小马: a prefix of familiarity and a surname, tagged as a time or a noun."""
-    return (
-        len(word) == 2
-        and word[0] in FAMILIAR_PREFIXES
-        and word[1] in SURNAMES
-        and flag in _FAMILIAR_NAME_FLAGS
-    )
+    return is_familiar_name(word) and flag in _FAMILIAR_NAME_FLAGS
 
 
 #: What may stand between a name and the relation after it that it names: "陈浩是我女婿",

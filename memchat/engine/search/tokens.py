@@ -256,12 +256,17 @@ SURNAMES = frozenset(
 )
 
 
+def is_familiar_name(word: str) -> bool:
+    """老周, 小马: a prefix of familiarity and a surname."""
+    return len(word) == 2 and word[0] in FAMILIAR_PREFIXES and word[1] in SURNAMES
+
+
 def _familiar_name(before: str, word: str, known: Any) -> str:
     """小刘 when jieba cut "小刘是…" as 小 + 刘是 (or 小 + 刘): a prefix of familiarity alone,
     then a surname that starts no dictionary word. jieba knows some such names (小张,
     老李, 老王) and keeps them whole; the others it splits, so a search for 小刘 matched
     nothing. A surname that starts a real word stays that word (小 + 程序 is no 小程)."""
-    if before not in FAMILIAR_PREFIXES or not word or word[0] not in SURNAMES:
+    if not word or not is_familiar_name(before + word[0]):
         return ""
     if len(word) > 1 and known.get(word):
         return ""

@@ -30,7 +30,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from .tokens import _HAN_RE, FAMILIAR_PREFIXES, FUNCTION_WORDS, SURNAMES, build_search_tokens
+from .bridge import is_name
+from .tokens import _HAN_RE, FUNCTION_WORDS, SURNAMES, build_search_tokens, is_familiar_name
 
 __all__ = ["USER_WORD", "as_the_user", "in_first_person", "name_candidates", "the_user_named"]
 
@@ -105,7 +106,7 @@ def name_candidates(query: str) -> tuple[str, ...]:
     surname and a given name (王芳) or a familiar name (老周)."""
     names: list[str] = []
     for word in _LATIN_NAME.findall(query):
-        if word[:1].isupper() and word[1:].islower() and word.lower() not in _NOT_NAMES:
+        if is_name(word) and word.lower() not in _NOT_NAMES:
             names.append(word.lower())
     if _HAN_RE.search(query):
         for token in build_search_tokens(query):
@@ -115,7 +116,7 @@ def name_candidates(query: str) -> tuple[str, ...]:
 
 
 def _is_han_name(token: str) -> bool:
-    return token[0] in SURNAMES or (token[0] in FAMILIAR_PREFIXES and token[1] in SURNAMES)
+    return token[0] in SURNAMES or is_familiar_name(token)
 
 
 def the_user_named(names: tuple[str, ...], df: Mapping[str, int], count: int) -> str | None:
