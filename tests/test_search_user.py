@@ -59,6 +59,10 @@ def test_a_user_that_is_a_thing_or_no_user_is_left_alone(query) -> None:
         ("王芳 职业", ("王芳",)),
         ("老周是做啥子生意的？", ("老周",)),
         ("豆豆什么时候打疫苗", ()),  # no surname: a nickname, maybe the baby's
+        # jieba cuts these in two (周 + 建国, 刘 + 秀英): still one name each.
+        ("周建国最馋哪样下酒菜？", ("周建国",)),
+        ("刘秀英的生日是哪天", ("刘秀英",)),
+        ("我和朋友去吃饭", ()),
     ],
 )
 def test_the_names_a_question_may_call_the_user_by(query, names) -> None:
@@ -76,6 +80,9 @@ def test_the_user_is_the_name_most_memories_hold_where_they_also_say_user() -> N
     # 用户 is no index term: a Chinese name needs only its share.
     assert the_user_named(("王芳",), {"王芳": 16}, 36) == "王芳"
     assert the_user_named(("王静",), {"王芳": 16, "王静": 3}, 36) is None
+    # A name jieba cuts in two is held in the index by its given name.
+    assert the_user_named(("周建国",), {"建国": 12}, 36) == "周建国"
+    assert the_user_named(("周建国",), {"周建国": 12, "建国": 2}, 36) is None
 
 
 @pytest.mark.parametrize(
@@ -86,6 +93,7 @@ def test_the_user_is_the_name_most_memories_hold_where_they_also_say_user() -> N
         ("Priya's sister's job", "priya", "My sister's job"),
         ("王芳 职业", "王芳", "我 职业"),
         ("王芳的家在哪", "王芳", "我的家在哪"),
+        ("周建国最馋哪样下酒菜？", "周建国", "我最馋哪样下酒菜？"),
     ],
 )
 def test_the_user_s_name_is_asked_as_i(query, name, asked) -> None:

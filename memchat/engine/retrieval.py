@@ -35,7 +35,7 @@ from .search.index import KEYWORD_SPACE, LEXICAL_SPACE, KeywordStats, query_term
 from .search.kinship import in_one_word, named_relative
 from .search.request import without_request
 from .search.scope import one_search, read_together, shared_read
-from .search.user import USER_WORD, as_the_user, in_first_person, name_candidates, the_user_named
+from .search.user import USER_WORD, as_the_user, in_first_person, index_term, name_candidates, the_user_named
 
 #: What a search's query vectors are shared under (search/scope.py).
 _QUERY_VECTOR = "query vector"
@@ -216,7 +216,8 @@ class Retrieval:
         names = name_candidates(query)
         if not names:
             return query
-        _, stats, _ = await self._keyword_candidates(key, " ".join((*names, USER_WORD)), KEYWORD_SPACE, 1)
+        terms = " ".join((*map(index_term, names), USER_WORD))
+        _, stats, _ = await self._keyword_candidates(key, terms, KEYWORD_SPACE, 1)
         if stats is None or stats.df is None:
             return query
         name = the_user_named(names, stats.df, stats.count)

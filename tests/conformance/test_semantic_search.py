@@ -430,13 +430,25 @@ NAMED_TWO_WAYS_ZH = [
     "王芳养了一只叫煤球的黑猫。",
     "用户每个月要还房贷一万二千元。",
 ]
+#: A name jieba cuts in two (周 + 建国), and the user's familiar name (老周) besides.
+NAMED_THREE_WAYS_ZH = [
+    "周建国在成都开了一家五金店。",
+    "周建国的妹妹周建梅在乐山卖甜皮鸭。",
+    "周建国喜欢听川剧，最爱看变脸。",
+    "周建国的老婆刘秀英是三月八号生的。",
+    "老周每天下午在楼下茶馆打麻将。",
+    "用户血糖偏高，医生让他少吃甜的。",
+    "周建国养了一条叫旺财的土狗。",
+    "老周最爱吃双流的老妈兔头。",
+]
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "semantic"])
 async def test_a_question_naming_the_user_finds_memories_that_say_the_user(make_service, mode) -> None:
     """Asked by her name, the user is still the person of every memory: "Where is
     Kirsty's home?" ranks "The user lives in a flat in Leith" first, not the
-    memories that merely hold "Kirsty"; 王芳 likewise. Her dad is still her dad."""
+    memories that merely hold "Kirsty"; 王芳 likewise. Her dad is still her dad.
+    周建国, whom jieba cuts in two (周 + 建国), is 老周 and 用户 too."""
     svc = await _holding(make_service, NAMED_TWO_WAYS)
     await _first_answers(
         svc,
@@ -455,4 +467,13 @@ async def test_a_question_naming_the_user_finds_memories_that_say_the_user(make_
         "王芳每月还多少贷款": "用户每个月要还房贷一万二千元。",
     }.items():
         found = await svc.search(wang_fang, query, SearchOptions(max_results=3, mode=mode))
+        assert found[0].memory.text == answer, query
+    zhou_jianguo = UserKey("test-app", "user-3")
+    for text in NAMED_THREE_WAYS_ZH:
+        await svc.add(zhou_jianguo, text)
+    for query, answer in {
+        "周建国吃过午饭去哪儿耍？": "老周每天下午在楼下茶馆打麻将。",
+        "周建国要忌口啥子？": "用户血糖偏高，医生让他少吃甜的。",
+    }.items():
+        found = await svc.search(zhou_jianguo, query, SearchOptions(max_results=3, mode=mode))
         assert found[0].memory.text == answer, query

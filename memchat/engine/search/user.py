@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from itertools import pairwise
 
 from .bridge import is_name
-from .tokens import _HAN_RE, FUNCTION_WORDS, SURNAMES, build_search_tokens, is_familiar_name
+from .tokens import _HAN_RE, FUNCTION_WORDS, SURNAMES, build_search_tokens, is_familiar_name, jieba_module
 
-__all__ = ["USER_WORD", "as_the_user", "in_first_person", "name_candidates", "the_user_named"]
+__all__ = ["USER_WORD", "as_the_user", "in_first_person", "index_term", "name_candidates", "the_user_named"]
 
 #: What "user" qualifies when it names a thing, not the person: "user name", "user manual".
 _THING = (
@@ -101,22 +102,46 @@ _NOT_NAMES = FUNCTION_WORDS | {"tell", "remind", "show", "please", "hey", "hi", 
 
 
 def name_candidates(query: str) -> tuple[str, ...]:
-    """The words of ``query`` that may be the user's name, as the keyword index
-    holds them: capitalised words ("Tomás", "Priya's"), and Chinese words of a
-    surname and a given name (王芳) or a familiar name (老周)."""
+    """The words of ``query`` that may be the user's name: capitalised words
+    ("Tomás", "Priya's", lower-cased as the keyword index holds them), and Chinese
+    words of a surname and a given name (王芳, 周建国) or a familiar name (老周)."""
     names: list[str] = []
     for word in _LATIN_NAME.findall(query):
         if is_name(word) and word.lower() not in _NOT_NAMES:
             names.append(word.lower())
     if _HAN_RE.search(query):
-        for token in build_search_tokens(query):
+        tokens = build_search_tokens(query)
+        for token in tokens:
             if 2 <= len(token) <= 3 and _HAN_RE.match(token) and _is_han_name(token):
                 names.append(token)
+        names.extend(_split_names(query, set(tokens)))
     return tuple(dict.fromkeys(names))
 
 
 def _is_han_name(token: str) -> bool:
     return token[0] in SURNAMES or is_familiar_name(token)
+
+
+def _split_names(query: str, tokens: set[str]) -> list[str]:
+    """Names jieba cuts in two, a surname and a given name it reads as another word
+    (周 + 建国, 刘 + 秀英): the index holds the given name alone (``index_term``)."""
+    jieba = jieba_module()
+    if jieba is None:
+        return []
+    pieces = jieba.lcut(query)
+    return [
+        first + given
+        for first, given in pairwise(pieces)
+        if len(first) == 1 and first in SURNAMES and len(given) == 2 and given in tokens
+    ]
+
+
+def index_term(name: str) -> str:
+    """The keyword index's word for a name from :func:`name_candidates`: the name,
+    or for one jieba cuts in two (周建国) the given name it keeps (建国)."""
+    if len(name) == 3 and _HAN_RE.match(name) and name not in build_search_tokens(name):
+        return name[1:]
+    return name
 
 
 def the_user_named(names: tuple[str, ...], df: Mapping[str, int], count: int) -> str | None:
@@ -128,9 +153,9 @@ def the_user_named(names: tuple[str, ...], df: Mapping[str, int], count: int) ->
         return None
     said_user = df.get(USER_WORD, 0) >= USER_WORD_SHARE * count
     held = [
-        (df.get(name, 0), name)
+        (df.get(index_term(name), 0), name)
         for name in names
-        if df.get(name, 0) >= USER_NAME_SHARE * count and (said_user or _HAN_RE.match(name))
+        if df.get(index_term(name), 0) >= USER_NAME_SHARE * count and (said_user or _HAN_RE.match(name))
     ]
     return max(held)[1] if held else None
 
