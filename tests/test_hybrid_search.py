@@ -94,14 +94,18 @@ def test_the_relevance_floor_never_hides_a_memory_that_scores_more_than_one_it_s
     father-in-law do for fun?" showed a memory about a favourite dish (a keyword
     holder) and hid the best-scored one, about his fishing."""
     e5 = S.calibration_for(type("E", (), {"name": "multilingual-e5-small"})())
-    cosines = [0.70 + 0.16 * i / 19 for i in range(20)]  # an even spread: no outlier
-    cosines[0], cosines[3] = 0.7084, 0.70
+    # A wide, even spread, and one a little above it: not an outlier, and not as
+    # close as the median answer is ((e5.unrelated + e5.answer) / 2 = 0.852).
+    cosines = [0.30 + 0.50 * i / 18 for i in range(19)] + [0.845]
+    cosines[3] = 0.70
     entries, dense = _collection(cosines)
-    ranking = S.HybridRanking(entries, dense, "topic3", dense_complete=True, calibration=e5)
+    # "zebra" matches nothing: m3's keyword match is a weak one.
+    ranking = S.HybridRanking(entries, dense, "topic3 zebra", dense_complete=True, calibration=e5)
     results = ranking.results(SearchOptions())
     assert [r.id for r in results] == ["m19", "m3"]
     assert ranking.score("m18") < ranking.score("m3")  # scores less than what is shown: hidden
     assert ranking.keyword.get("m19") is None and ranking.z_score("m19") < S.fusion.HYBRID_MIN_Z
+    assert ranking.dense["m19"] < S.fusion.HYBRID_ANSWER_RELEVANCE
     # Without the keyword holder, nothing has evidence of its own: nothing is shown.
     ranking = S.HybridRanking(entries, dense, "zzz", dense_complete=True, calibration=e5)
     assert ranking.results(SearchOptions()) == []
@@ -234,7 +238,25 @@ def test_a_keyword_only_candidate_gets_at_most_the_last_dense_score() -> None:
     assert complete.dense_floor == 0.0  # the store returned everything: m2 has no vector
 
 
-def test_cjk_queries_lean_on_the_keyword_side() -> None:
+def test_a_memory_as_close_as_an_answer_is_kept_inside_a_block_of_its_own_topic() -> None:
+    """Four Chinese memories among thirty English ones, three of them on learning
+    Chinese: "公司里谁跟我用汉语聊天？" found nothing, though its answer scored 0.42,
+    because the answer could not stand out of a block that all sat near it. A cosine
+    as high as the calibration's median answer's is evidence of its own; one a little
+    lower, with no more standing out, is still not."""
+    e5 = S.calibration_for(type("E", (), {"name": "multilingual-e5-small"})())
+    english = [f"memory number {i} about topic{i}" for i in range(30)]
+    chinese = ["我养了一只猫", "我喜欢喝茶", "我在学中文", "同事陈伟常陪我练口语"]
+    median_answer = (e5.unrelated + e5.answer) / 2
+    for cosine, kept in ((median_answer + 0.01, ["m33"]), (median_answer - 0.01, [])):
+        cosines = [0.70 + 0.1 * i / 29 for i in range(30)] + [0.82, 0.83, 0.835, cosine]
+        entries, dense = _collection(cosines, english + chinese)
+        ranking = S.HybridRanking(entries, dense, "谁跟我用汉语聊天", dense_complete=True, calibration=e5)
+        assert not ranking.keyword and ranking.z_score("m33") < ranking._outlier_level()
+        assert [r.id for r in ranking.results(SearchOptions())] == kept
+
+
+def test_for_cjk_queries_the_weights_of_what_cannot_read_cjk_move_aside() -> None:
     assert S.latin_share("coffee") == 1.0 and S.latin_share("咖啡") == 0.0
     assert S.latin_share("Go 语言") == pytest.approx(0.5)
     chinese = entry(1, "李四每天早上喝咖啡")
@@ -248,7 +270,13 @@ def test_cjk_queries_lean_on_the_keyword_side() -> None:
     )
     assert e5.model == "multilingual-e5-small" and e5.reads_cjk
     ranking = S.HybridRanking([chinese], [chinese.with_score(0.9)], "咖啡", calibration=e5)
-    assert ranking.w_dense == S.HYBRID_WEIGHTS[0] and ranking.w_tokens == 0
+    w_dense, w_keyword, w_tokens = S.HYBRID_WEIGHTS
+    # Their weight goes to the side that reads Chinese: the keyword side weighs as much
+    # as in English.
+    assert ranking.w_tokens == 0 and ranking.w_keyword == w_keyword
+    assert ranking.w_dense == pytest.approx(w_dense + w_tokens)
+    english = S.HybridRanking([chinese], [chinese.with_score(0.9)], "coffee", calibration=e5)
+    assert (english.w_dense, english.w_keyword, english.w_tokens) == S.HYBRID_WEIGHTS
 
 
 def test_dense_calibration_is_increasing_with_anchors_at_0_1_and_0_9() -> None:

@@ -35,7 +35,9 @@ search's 0.3 minimum) stays only if its fused relevance is above the
 calibration's "unrelated" level (0.1) and its cosine stands out of this query's
 own background — the median and robust spread (MAD) of the query's cosines over
 the user's memories, per script (Latin / CJK) when every memory is at hand —
-by at least ``max(1.5, Φ⁻¹(1 − α/N))`` spreads (α = 2, N memories). A query that
+by at least ``max(1.5, Φ⁻¹(1 − α/N))`` spreads (α = 2, N memories), or its
+cosine is at least the calibration's median answer's (a few memories on one topic
+make a background of their own, out of which their answer cannot stand). A query that
 means nothing to this user (``zzz``) so finds nothing instead of every memory
 at 0.05–0.2. The floor is then one score level: a candidate without evidence of
 its own stays if it scores at least as much as the least of those with it (less
@@ -47,7 +49,8 @@ a block).
 
 Query-side adjustments: weights of a model that cannot read CJK (MiniLM's
 dense vector and its tokens) are scaled by the share of the query that is not
-CJK, the rest going to the keyword weight; and when the query names a date,
+CJK, the rest going to the dense weight when the dense model reads CJK (the
+default's does), else to the keyword weight; and when the query names a date,
 month or year, ``relevance`` becomes ``(1 − w_time) · relevance + w_time ·
 [event_time falls in that period]``. Every term is in [0, 1] and the weights
 sum to 1, so the score stays a 0–1 relevance. Filters, kind fallback,
@@ -120,6 +123,11 @@ HYBRID_MIN_Z = 1.5
 HYBRID_LEVEL_TIE = 0.02
 #: Fused relevance a candidate must exceed: the calibration's "unrelated" anchor.
 HYBRID_UNRELATED_RELEVANCE = 0.1
+#: A dense relevance at which a candidate has evidence of its own, however it stands
+#: out of the background: the calibration's median answer (dense.py; halfway between
+#: its anchors). 24 nonsense queries to each of the paraphrase sets' users found no
+#: memory more with it (benchmarks/README.md, "Thirty-eighth session").
+HYBRID_ANSWER_RELEVANCE = 0.5
 #: Rank a memory in the other script than the query's against its own block (see __init__).
 HYBRID_SCRIPT_ALIGN = True
 #: Per-script backgrounds only up to this many memories (a filtered search over a
@@ -287,10 +295,16 @@ class HybridRanking:
         self._query_cjk = share < 0.5
         dense_share = 1.0 if calibration.reads_cjk else share
         w_dense, w_keyword, w_tokens = weights
-        # A model that cannot read CJK hands its weight to the keyword side (the token
-        # pieces are MiniLM's, which reads no CJK).
-        w_keyword += w_dense * (1.0 - dense_share) + w_tokens * (1.0 - share)
-        self.w_dense, self.w_keyword, self.w_tokens = w_dense * dense_share, w_keyword, w_tokens * share
+        # The token pieces are MiniLM's, which reads no CJK: for the CJK share of the
+        # query their weight goes to the dense side when its model reads CJK (as for a
+        # memory in the other script, _compute), so the keyword side weighs as much in
+        # Chinese as in English; else, with the dense side's own, to the keyword side.
+        # Handed to the keyword side, it put four fewer answers of the eight paraphrase
+        # sets in the top 3, and none more (benchmarks/README.md, "Thirty-eighth session").
+        unread_tokens = w_tokens * (1.0 - share)
+        w_keyword += w_dense * (1.0 - dense_share) + (0.0 if calibration.reads_cjk else unread_tokens)
+        w_dense = w_dense * dense_share + (unread_tokens if calibration.reads_cjk else 0.0)
+        self.w_dense, self.w_keyword, self.w_tokens = w_dense, w_keyword, w_tokens * share
         self.semantic_floor = semantic_floor * dense_share
         self.periods = query_periods(query) if share > 0 else []
         self.time_weight = time_weight if self.periods else 0.0
@@ -498,10 +512,19 @@ class HybridRanking:
             return True
         if self._scores[memory_id] <= HYBRID_UNRELATED_RELEVANCE:
             return False
-        if self.background is None:
+        if self.background is None or self._as_close_as_an_answer(memory_id):
             return True
         z = self.z_score(memory_id)
         return z is not None and z >= self._outlier_level()
+
+    def _as_close_as_an_answer(self, memory_id: str) -> bool:
+        """Whether the memory's cosine is at least the calibration's median answer's
+        (a calibrated relevance of ``HYBRID_ANSWER_RELEVANCE``): as close to the query
+        as the memory that answers a question typically is to it. A few memories on
+        one topic (four in Chinese among thirty in English) make their own background,
+        out of which the answer to a question on that topic cannot stand."""
+        dense = self.dense.get(memory_id)
+        return bool(self.calibration.model) and dense is not None and dense >= HYBRID_ANSWER_RELEVANCE
 
     @cached_property
     def _evident_level(self) -> float | None:
