@@ -259,6 +259,11 @@ def test_a_memory_as_close_as_an_answer_is_kept_inside_a_block_of_its_own_topic(
 def test_for_cjk_queries_the_weights_of_what_cannot_read_cjk_move_aside() -> None:
     assert S.latin_share("coffee") == 1.0 and S.latin_share("咖啡") == 0.0
     assert S.latin_share("Go 语言") == pytest.approx(0.5)
+    # Digits belong to no script: this memory is Chinese, not half English (counted as
+    # English, it was ranked against the English block, stood far out of it, and came
+    # first for most Chinese questions of its user).
+    assert S.latin_share("老王用的手机是华为Mate 60 Pro。") < 0.5
+    assert S.latin_share("2024年我去了哪里") == 0.0
     chinese = entry(1, "李四每天早上喝咖啡")
     minilm = S.calibration_for(type("E", (), {"name": "all-MiniLM-L6-v2 (int8 ONNX, offline)"})())
     ranking = S.HybridRanking([chinese], [chinese.with_score(0.1)], "咖啡", calibration=minilm)

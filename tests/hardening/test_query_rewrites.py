@@ -65,8 +65,9 @@ CJK_LETTER = re.compile(f"[{_CJK_CLASS}]")
 
 def _share_read_by_character(text: str) -> float:
     """The share of non-CJK letters, read one character at a time (what
-    tokens.latin_share did before it skipped text without CJK)."""
-    letters = [ch for ch in text if unicodedata.category(ch)[0] in "LN"]
+    tokens.latin_share did before it skipped text without CJK). Digits and other
+    numbers belong to no script."""
+    letters = [ch for ch in text if unicodedata.category(ch)[0] == "L"]
     if not letters:
         return 1.0
     cjk = sum(1 for ch in letters if CJK_LETTER.fullmatch(ch))
@@ -76,7 +77,10 @@ def _share_read_by_character(text: str) -> float:
 @given_settings(weight=20)
 @given(
     st.lists(
-        st.one_of(st.text(ANY_CHAR, max_size=6), st.sampled_from(["咖啡", "Go ", "ｶﾀｶﾅ", "한국", "²"])),
+        st.one_of(
+            st.text(ANY_CHAR, max_size=6),
+            st.sampled_from(["咖啡", "Go ", "ｶﾀｶﾅ", "한국", "²", "〇", "Mate 60"]),
+        ),
         max_size=6,
     ).map("".join)
 )

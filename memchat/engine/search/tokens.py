@@ -503,7 +503,8 @@ def lexical_query(query: str) -> str:
 
 @lru_cache(maxsize=_STATS_CACHE_SIZE)
 def latin_share(text: str) -> float:
-    """Share of the text's letters that are not CJK (1.0 for English, 0.0 for Chinese).
+    """Share of the text's letters that are not CJK (1.0 for English, 0.0 for Chinese;
+    digits are no letters).
 
     Hybrid search reads it for each of a query's hundred best candidates, every
     search, on the event loop: read a character at a time, that was about a
@@ -511,7 +512,9 @@ def latin_share(text: str) -> float:
     (checked at C speed) is 1.0 at once, and a text read before is not read again."""
     if text.isascii() or _CJK_RE.search(text) is None:
         return 1.0
-    flags = [_flags(ch) for ch in text]
-    letters = [f for f in flags if f & _F_LETTER_NUMBER]
+    # Letters only: digits belong to no script ("华为Mate 60 Pro" is not half English).
+    letters = [_flags(ch) for ch in text if ch.isalpha()]
+    if not letters:  # CJK numerals alone (〇)
+        return 1.0
     cjk = sum(1 for f in letters if f & _F_CJK)
     return 1.0 - cjk / len(letters)
