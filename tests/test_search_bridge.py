@@ -375,3 +375,9 @@ def test_the_user_s_name_is_the_most_named_person_who_is_no_one_s_relative() -> 
     assert names_the_user("王芳", held("王芳不吃香菜。", "王芳的妹妹王静在上海当律师。", "王芳喜欢烘焙。"))
     first_person = held("我和老公老陈住在杭州。", "老陈是一名出租车司机。", "老陈每个周末都去钓鱼。")
     assert not names_the_user("老陈", first_person)
+    # The memories call her 陈丽华 once and 丽华 after: one person.
+    by_given_name = held(
+        "陈丽华在厦门开了一家茶叶店。", "丽华开一辆白色本田。", "丽华的闺蜜阿芳在鼓浪屿开民宿。"
+    )
+    assert not names_the_user("陈丽华", by_given_name)
+    assert names_the_user("陈丽华", by_given_name, ("丽华",))

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from memchat.engine.search.user import as_the_user, in_first_person, name_candidates, the_user_named
+from memchat.engine.search.user import (
+    as_the_user,
+    in_first_person,
+    index_terms,
+    name_candidates,
+    the_user_named,
+)
 
 
 @pytest.mark.parametrize(
@@ -81,8 +87,13 @@ def test_the_user_is_the_name_most_memories_hold_where_they_also_say_user() -> N
     assert the_user_named(("王芳",), {"王芳": 16}, 36) == "王芳"
     assert the_user_named(("王静",), {"王芳": 16, "王静": 3}, 36) is None
     # A name jieba cuts in two is held in the index by its given name.
+    assert index_terms("周建国") == ("建国",)
     assert the_user_named(("周建国",), {"建国": 12}, 36) == "周建国"
     assert the_user_named(("周建国",), {"周建国": 12, "建国": 2}, 36) is None
+    # Memories call the user by the given name too (陈丽华 twice, 丽华 seven times).
+    assert index_terms("陈丽华") == ("陈丽华", "丽华") and index_terms("王芳") == ("王芳",)
+    assert the_user_named(("陈丽华",), {"陈丽华": 2, "丽华": 7}, 38) == "陈丽华"
+    assert the_user_named(("陈丽华",), {"陈丽华": 2}, 38) is None
 
 
 @pytest.mark.parametrize(

@@ -35,7 +35,7 @@ from .search.index import KEYWORD_SPACE, LEXICAL_SPACE, KeywordStats, query_term
 from .search.kinship import in_one_word, named_relative
 from .search.request import without_request
 from .search.scope import one_search, read_together, shared_read
-from .search.user import USER_WORD, as_the_user, in_first_person, index_term, name_candidates, the_user_named
+from .search.user import USER_WORD, as_the_user, in_first_person, index_terms, name_candidates, the_user_named
 
 #: What a search's query vectors are shared under (search/scope.py).
 _QUERY_VECTOR = "query vector"
@@ -216,7 +216,7 @@ class Retrieval:
         names = name_candidates(query)
         if not names:
             return query
-        terms = " ".join((*map(index_term, names), USER_WORD))
+        terms = " ".join((*(term for name in names for term in index_terms(name)), USER_WORD))
         _, stats, _ = await self._keyword_candidates(key, terms, KEYWORD_SPACE, 1)
         if stats is None or stats.df is None:
             return query
@@ -227,9 +227,10 @@ class Retrieval:
             # 用户 is no index term, so no share of "user" tells a store about the user
             # from one in the first person ("我和老公老陈…": 老陈 is the husband). The
             # memories holding the name say whether it is no one's relative.
-            holders = await self._holders(key, name)
+            forms = index_terms(name)
+            holders = await self._holders(key, " ".join(forms))
             await _name_tagger_loaded()
-            if not names_the_user(name, holders):
+            if not names_the_user(name, holders, forms):
                 return query
         return as_the_user(query, name)
 

@@ -441,6 +441,19 @@ NAMED_THREE_WAYS_ZH = [
     "周建国养了一条叫旺财的土狗。",
     "老周最爱吃双流的老妈兔头。",
 ]
+#: The user's full name once, her given name after (丽华), and 用户.
+NAMED_BY_GIVEN_NAME_ZH = [
+    "陈丽华在厦门中山路开了一家茶叶店。",
+    "丽华开一辆白色本田，2018年买的。",
+    "丽华每天早上六点起床，先泡一壶茶。",
+    "丽华每逢初一、十五吃素。",
+    "丽华的闺蜜阿芳在鼓浪屿开民宿。",
+    "用户前年在中山医院做了胆囊切除手术。",
+    "用户的老公郑建明在港务集团当轮机工程师。",
+    "用户的儿子浩然读初二。",
+    "店里养了一只橘猫，专门抓老鼠。",
+    "婆婆八十岁了，住在同安老家。",
+]
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "semantic"])
@@ -448,7 +461,7 @@ async def test_a_question_naming_the_user_finds_memories_that_say_the_user(make_
     """Asked by her name, the user is still the person of every memory: "Where is
     Kirsty's home?" ranks "The user lives in a flat in Leith" first, not the
     memories that merely hold "Kirsty"; 王芳 likewise. Her dad is still her dad.
-    周建国, whom jieba cuts in two (周 + 建国), is 老周 and 用户 too."""
+    周建国, whom jieba cuts in two (周 + 建国), is 老周 and 用户 too; 陈丽华 is 丽华."""
     svc = await _holding(make_service, NAMED_TWO_WAYS)
     await _first_answers(
         svc,
@@ -476,4 +489,13 @@ async def test_a_question_naming_the_user_finds_memories_that_say_the_user(make_
         "周建国要忌口啥子？": "用户血糖偏高，医生让他少吃甜的。",
     }.items():
         found = await svc.search(zhou_jianguo, query, SearchOptions(max_results=3, mode=mode))
+        assert found[0].memory.text == answer, query
+    chen_lihua = UserKey("test-app", "user-4")
+    for text in NAMED_BY_GIVEN_NAME_ZH:
+        await svc.add(chen_lihua, text)
+    for query, answer in {
+        "陈丽华动过刀没有": "用户前年在中山医院做了胆囊切除手术。",
+        "陈丽华的丈夫做哪行？": "用户的老公郑建明在港务集团当轮机工程师。",
+    }.items():
+        found = await svc.search(chen_lihua, query, SearchOptions(max_results=3, mode=mode))
         assert found[0].memory.text == answer, query

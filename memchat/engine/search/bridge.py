@@ -540,13 +540,19 @@ def _the_user(people: Iterable[set[str]], relatives: set[str]) -> str | None:
     return ranked[0][0]
 
 
-def names_the_user(name: str, holders: Sequence[Entry]) -> bool:
+def names_the_user(name: str, holders: Sequence[Entry], forms: Iterable[str] = ()) -> bool:
     """Whether the memories holding ``name`` make it the user's: the person most of
     them name, who is no one's relative (:func:`_the_user`). In "我和老公老陈…",
-    老陈 is the husband: the memories are in the first person."""
+    老陈 is the husband: the memories are in the first person. ``forms``: other
+    names of the same person (丽华 for 陈丽华), counted as ``name``."""
+    same = {name, *forms}
+
+    def one(names: set[str]) -> set[str]:
+        return {name if n in same else n for n in names}
+
     read = _readings(holders)
-    relatives = {n for *_, named in read for group in RELATIONS for n in named(group)[0]}
-    return name not in relatives and _the_user((people for _, _, people, _ in read), relatives) == name
+    relatives = one({n for *_, named in read for group in RELATIONS for n in named(group)[0]})
+    return name not in relatives and _the_user((one(people) for _, _, people, _ in read), relatives) == name
 
 
 def relation_of(name: str, holders: Sequence[Entry], groups: Sequence[str]) -> str | None:

@@ -34,7 +34,7 @@ from itertools import pairwise
 from .bridge import is_name
 from .tokens import _HAN_RE, FUNCTION_WORDS, SURNAMES, build_search_tokens, is_familiar_name, jieba_module
 
-__all__ = ["USER_WORD", "as_the_user", "in_first_person", "index_term", "name_candidates", "the_user_named"]
+__all__ = ["USER_WORD", "as_the_user", "in_first_person", "index_terms", "name_candidates", "the_user_named"]
 
 #: What "user" qualifies when it names a thing, not the person: "user name", "user manual".
 _THING = (
@@ -124,7 +124,7 @@ def _is_han_name(token: str) -> bool:
 
 def _split_names(query: str, tokens: set[str]) -> list[str]:
     """Names jieba cuts in two, a surname and a given name it reads as another word
-    (周 + 建国, 刘 + 秀英): the index holds the given name alone (``index_term``)."""
+    (周 + 建国, 刘 + 秀英): the index holds the given name alone (``index_terms``)."""
     jieba = jieba_module()
     if jieba is None:
         return []
@@ -136,12 +136,15 @@ def _split_names(query: str, tokens: set[str]) -> list[str]:
     ]
 
 
-def index_term(name: str) -> str:
-    """The keyword index's word for a name from :func:`name_candidates`: the name,
-    or for one jieba cuts in two (周建国) the given name it keeps (建国)."""
-    if len(name) == 3 and _HAN_RE.match(name) and name not in build_search_tokens(name):
-        return name[1:]
-    return name
+def index_terms(name: str) -> tuple[str, ...]:
+    """The keyword index's words for a name from :func:`name_candidates`: the name,
+    and for a Chinese surname and two-character given name the given name alone,
+    which memories call the same person by (陈丽华, 丽华). For a name jieba cuts in
+    two (周建国), the given name it keeps (建国) is both."""
+    if len(name) == 3 and _HAN_RE.match(name) and name[0] in SURNAMES:
+        given = name[1:]
+        return (given,) if name not in build_search_tokens(name) else (name, given)
+    return (name,)
 
 
 def the_user_named(names: tuple[str, ...], df: Mapping[str, int], count: int) -> str | None:
@@ -152,10 +155,11 @@ def the_user_named(names: tuple[str, ...], df: Mapping[str, int], count: int) ->
     if count <= 0:
         return None
     said_user = df.get(USER_WORD, 0) >= USER_WORD_SHARE * count
+    shares = {name: sum(df.get(term, 0) for term in index_terms(name)) for name in names}
     held = [
-        (df.get(index_term(name), 0), name)
-        for name in names
-        if df.get(index_term(name), 0) >= USER_NAME_SHARE * count and (said_user or _HAN_RE.match(name))
+        (share, name)
+        for name, share in shares.items()
+        if share >= USER_NAME_SHARE * count and (said_user or _HAN_RE.match(name))
     ]
     return max(held)[1] if held else None
 
