@@ -39,14 +39,14 @@ async def _answers_among_first_three(svc, mode, answers):
         assert answer in await _texts(svc, query, max_results=3, mode=mode), query
 
 
-async def _first_answers(svc, mode, firsts):
+async def _first_answers(svc, mode, firsts, key=KEY):
     """Each question of ``firsts`` ranks its memory first (in ``mode``, of three)."""
     for query, first in firsts.items():
-        assert (await _texts(svc, query, max_results=3, mode=mode))[:1] == [first], query
+        assert (await _texts(svc, query, key=key, max_results=3, mode=mode))[:1] == [first], query
 
 
-async def _texts(svc, query, **options):
-    return [h.memory.text for h in await svc.search(KEY, query, SearchOptions(**options))]
+async def _texts(svc, query, key=KEY, **options):
+    return [h.memory.text for h in await svc.search(key, query, SearchOptions(**options))]
 
 
 @pytest.mark.parametrize("query", ["kitten", "pet animal"])
@@ -472,30 +472,33 @@ async def test_a_question_naming_the_user_finds_memories_that_say_the_user(make_
             "What does Kirsty's dad do?": "Kirsty's dad Iain is a retired plumber.",
         },
     )
-    wang_fang = UserKey("test-app", "user-2")
-    for text in NAMED_TWO_WAYS_ZH:
-        await svc.add(wang_fang, text)
-    for query, answer in {
-        "王芳的家在北京什么地方？": "用户家住朝阳区望京的一套两居室。",
-        "王芳每月还多少贷款": "用户每个月要还房贷一万二千元。",
-    }.items():
-        found = await svc.search(wang_fang, query, SearchOptions(max_results=3, mode=mode))
-        assert found[0].memory.text == answer, query
-    zhou_jianguo = UserKey("test-app", "user-3")
-    for text in NAMED_THREE_WAYS_ZH:
-        await svc.add(zhou_jianguo, text)
-    for query, answer in {
-        "周建国吃过午饭去哪儿耍？": "老周每天下午在楼下茶馆打麻将。",
-        "周建国要忌口啥子？": "用户血糖偏高，医生让他少吃甜的。",
-    }.items():
-        found = await svc.search(zhou_jianguo, query, SearchOptions(max_results=3, mode=mode))
-        assert found[0].memory.text == answer, query
-    chen_lihua = UserKey("test-app", "user-4")
-    for text in NAMED_BY_GIVEN_NAME_ZH:
-        await svc.add(chen_lihua, text)
-    for query, answer in {
-        "陈丽华动过刀没有": "用户前年在中山医院做了胆囊切除手术。",
-        "陈丽华的丈夫做哪行？": "用户的老公郑建明在港务集团当轮机工程师。",
-    }.items():
-        found = await svc.search(chen_lihua, query, SearchOptions(max_results=3, mode=mode))
-        assert found[0].memory.text == answer, query
+    for user, texts, firsts in [
+        (
+            "user-2",
+            NAMED_TWO_WAYS_ZH,
+            {
+                "王芳的家在北京什么地方？": "用户家住朝阳区望京的一套两居室。",
+                "王芳每月还多少贷款": "用户每个月要还房贷一万二千元。",
+            },
+        ),
+        (
+            "user-3",
+            NAMED_THREE_WAYS_ZH,
+            {
+                "周建国吃过午饭去哪儿耍？": "老周每天下午在楼下茶馆打麻将。",
+                "周建国要忌口啥子？": "用户血糖偏高，医生让他少吃甜的。",
+            },
+        ),
+        (
+            "user-4",
+            NAMED_BY_GIVEN_NAME_ZH,
+            {
+                "陈丽华动过刀没有": "用户前年在中山医院做了胆囊切除手术。",
+                "陈丽华的丈夫做哪行？": "用户的老公郑建明在港务集团当轮机工程师。",
+            },
+        ),
+    ]:
+        key = UserKey("test-app", user)
+        for text in texts:
+            await svc.add(key, text)
+        await _first_answers(svc, mode, firsts, key=key)
