@@ -369,6 +369,14 @@ def test_the_user_is_not_their_own_relative() -> None:
     assert found is not None and found.names == ("陈浩",)
 
 
+def test_a_given_name_jieba_reads_as_another_word_names_the_relative_before_it() -> None:
+    """jieba tags 浩然 an adjective: "儿子浩然读初二" still names the son, who does
+    something; "儿子聪明得很" names no one."""
+    found = bridge("我儿子有什么忌口？", held("儿子浩然读初二，在厦门双十中学。", "儿子周末在少年宫学围棋。"))
+    assert found is not None and found.names == ("浩然",)
+    assert bridge("我儿子有什么忌口？", held("儿子聪明得很。", "儿子周末在少年宫学围棋。")) is None
+
+
 def test_the_user_s_name_is_the_most_named_person_who_is_no_one_s_relative() -> None:
     """王芳 is the person of "王芳的妹妹王静…"; in memories in the first person
     ("我和老公老陈…") the most named, 老陈, is the husband."""

@@ -442,7 +442,26 @@ def _han_name(pairs: Sequence[tuple[str, str]], group: str) -> Named:
             acting = j < i and any(w not in _HAN_NAMING_BETWEEN for w, _ in pairs[j + 1 : i])
             if (name := _han_person(pairs[j])) and not owner and not acting:
                 return (name,), whose
+            if j == i + 1 and (name := _appositive_name(pairs, j)):
+                return (name,), whose
     return (), None
+
+
+#: What jieba tags some given names as when they stand alone: an adjective (浩然),
+#: another proper noun.
+_APPOSITIVE_FLAGS = frozenset({"a", "nz", "ns", "nt"})
+
+
+def _appositive_name(pairs: Sequence[tuple[str, str]], j: int) -> str | None:
+    """The word right after a relation that names the relative though jieba does not
+    tag it a name: "儿子浩然读初二" (浩然 an adjective), the relation, the name and
+    then what they do (a verb or a preposition: not "儿子聪明得很")."""
+    word, flag = pairs[j]
+    doing = pairs[j + 1][1][:1] if j + 1 < len(pairs) else ""
+    han = all(HAN_RE.fullmatch(ch) for ch in word)
+    if 2 <= len(word) <= 3 and han and flag in _APPOSITIVE_FLAGS and doing in ("v", "p"):
+        return word
+    return None
 
 
 _tagger_loaded = False
