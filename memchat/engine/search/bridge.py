@@ -31,6 +31,7 @@ from .tokens import (
     ENGLISH_STOPWORDS,
     FAMILIAR_PREFIXES,
     SURNAMES,
+    _is_cjk_token,
     is_familiar_name,
     jieba_module,
     tagger_module,
@@ -458,8 +459,7 @@ def _appositive_name(pairs: Sequence[tuple[str, str]], j: int) -> str | None:
     then what they do (a verb or a preposition: not "儿子聪明得很")."""
     word, flag = pairs[j]
     doing = pairs[j + 1][1][:1] if j + 1 < len(pairs) else ""
-    han = all(HAN_RE.fullmatch(ch) for ch in word)
-    if 2 <= len(word) <= 3 and han and flag in _APPOSITIVE_FLAGS and doing in ("v", "p"):
+    if 2 <= len(word) <= 3 and _is_cjk_token(word) and flag in _APPOSITIVE_FLAGS and doing in ("v", "p"):
         return word
     return None
 
