@@ -6,7 +6,9 @@ Everything the server says goes to stderr: on stdio, stdout is the protocol.
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import logging
+import os
 import sys
 import threading
 import time
@@ -46,6 +48,30 @@ def start_warm_up(service: MemoryService) -> threading.Thread:
     thread = threading.Thread(target=run, name="memchat-warm-up", daemon=True)
     thread.start()
     return thread
+
+
+def exit_if_stuck(after: float) -> threading.Thread:
+    """Once the client has gone, end the process within ``after`` seconds whatever
+    still waits: the calls under way were drained (bounded) and their writes
+    committed, so a server left running would only hold its client's slot and
+    the store. Says so, with every thread's stack for a bug report, on stderr."""
+
+    def run() -> None:
+        time.sleep(after)
+        _say(f"still shutting down after {after:g} s; exiting now (every thread's stack follows)")
+        faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
+        sys.stderr.flush()
+        os._exit(0)
+
+    thread = threading.Thread(target=run, name="memchat-exit-watchdog", daemon=True)
+    thread.start()
+    return thread
+
+
+def shutdown_limit(settings: Settings) -> float:
+    """How long an exit may take: draining the calls under way and closing the store
+    are each bounded by --timeout; a few seconds more for the interpreter itself."""
+    return 2 * settings.timeout + 5
 
 
 def configure_logging() -> None:
@@ -94,6 +120,7 @@ async def run_stdio(settings: Settings) -> None:
             async with stdio_server() as (read, write):
                 await mcp.server.run(read, write, mcp.initialization_options())
         finally:
+            exit_if_stuck(shutdown_limit(settings))
             watcher.cancel()
             await mcp.drain(settings.timeout)
 
@@ -126,5 +153,6 @@ async def run_http(settings: Settings, host: str, port: int, tokens: TokenStore)
         try:
             await serve(mcp, tokens, host, port, ready=ready)
         finally:
+            exit_if_stuck(shutdown_limit(settings))
             watcher.cancel()
             await mcp.drain(settings.timeout)

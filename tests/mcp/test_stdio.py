@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -263,6 +264,22 @@ def test_a_client_that_leaves_mid_call_lets_the_server_end(tmp_path) -> None:
                 acknowledged.add(json.loads(result["content"][0]["text"])["memory"])
     stored = {e.memory.text for e in asyncio.run(read_db(tmp_path, UserKey("memory-chat", "user")))}
     assert acknowledged <= stored  # what the server said it stored, it stored
+
+
+def test_a_server_stuck_on_its_way_out_still_ends_and_says_where_it_was_stuck() -> None:
+    """Whatever hangs after the client has gone (a thread that never ends here), the
+    process ends within the limit, exit code 0, with one line and the stacks on stderr."""
+    script = (
+        "import threading\n"
+        "from memchat.mcp.run import exit_if_stuck\n"
+        "exit_if_stuck(0.5)\n"
+        "threading.Thread(target=threading.Event().wait, name='never-ends').start()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0
+    first, *stacks = done.stderr.splitlines()
+    assert first == "memchat mcp: still shutting down after 0.5 s; exiting now (every thread's stack follows)"
+    assert any("Event.wait" in line or "in wait" in line for line in stacks), done.stderr
 
 
 async def test_a_change_made_elsewhere_is_announced_too(stdio, tmp_path) -> None:
