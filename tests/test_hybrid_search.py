@@ -256,6 +256,33 @@ def test_a_memory_as_close_as_an_answer_is_kept_inside_a_block_of_its_own_topic(
         assert [r.id for r in ranking.results(SearchOptions())] == kept
 
 
+def test_a_memory_both_models_stand_out_together_is_kept() -> None:
+    """ "What's my job?" over ten of Alice's memories found nothing: the job's cosine
+    stood 1.4 spreads out, short of the 1.5 the floor asks, though the word pieces
+    stood it out too. Two models at least one spread each and their Stouffer sum at
+    the level is evidence; either model alone short of one spread is not."""
+    e5 = S.calibration_for(type("E", (), {"name": "multilingual-e5-small"})())
+    background = [0.80 + 0.004 * ((7 * i) % 11) for i in range(19)]
+
+    def ranking(cosine: float, token: float) -> S.HybridRanking:
+        entries, dense = _collection([*background, cosine])
+        ranked = S.HybridRanking(entries, dense, "what is my job", dense_complete=True, calibration=e5)
+        pieces = {f"m{i}": 0.10 + 0.01 * ((3 * i) % 7) for i in range(19)}
+        ranked.set_token_similarities({**pieces, "m19": token})
+        return ranked
+
+    def kept(ranked: S.HybridRanking) -> list[str]:
+        return [r.id for r in ranked.results(SearchOptions())]
+
+    level = ranking(0.84, 0.5)._outlier_level()
+    together = ranking(0.84, 0.20)
+    assert 1.0 <= together.z_score("m19") < level and not together.keyword
+    assert kept(together) == ["m19"]
+    assert kept(ranking(0.84, 0.13)) == []  # the pieces see nothing special in it
+    alone = ranking(0.83, 0.60)  # the pieces shout, the cosine barely stands out
+    assert alone.z_score("m19") < 1.0 and kept(alone) == []
+
+
 def test_for_cjk_queries_the_weights_of_what_cannot_read_cjk_move_aside() -> None:
     assert S.latin_share("coffee") == 1.0 and S.latin_share("咖啡") == 0.0
     assert S.latin_share("Go 语言") == pytest.approx(0.5)

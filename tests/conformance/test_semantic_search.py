@@ -285,6 +285,30 @@ async def test_a_question_about_an_in_law_finds_what_the_memories_say_of_them(ma
     )
 
 
+HOUSEHOLD = [
+    "Alice works as a nurse in Berlin",
+    "Alice has a cat named Luna",
+    "Alice's brother Tom is a teacher in Munich",
+    "Alice likes hiking in the Alps",
+    "Alice is allergic to peanuts",
+    "Alice's husband Mark works as an accountant",
+    "Alice plays the violin on weekends",
+    "Alice is learning Spanish",
+    "Alice drives a red Volkswagen Golf",
+    "Alice's birthday is on 3 May",
+]
+
+
+async def test_the_issues_own_question_finds_the_job_among_a_households_memories(make_service) -> None:
+    """ "What's my job?" over ten memories found nothing: the job's cosine stood 1.4
+    spreads out of the query's background, short of the floor's 1.5. The word pieces
+    stand it out too (1.9): together, that is evidence. A query about nothing she
+    holds still finds nothing."""
+    svc = await _holding(make_service, HOUSEHOLD)
+    assert "Alice works as a nurse in Berlin" in await _texts(svc, "What's my job?", max_results=3)
+    assert await _texts(svc, "How do volcanoes form?") == []
+
+
 LIVES_AND_JOBS = [
     "Owen lives in a terraced house in Canton, Cardiff.",
     "Owen's mother Glenys lives in a care home in Porthcawl.",

@@ -37,7 +37,10 @@ own background — the median and robust spread (MAD) of the query's cosines ove
 the user's memories, per script (Latin / CJK) when every memory is at hand —
 by at least ``max(1.5, Φ⁻¹(1 − α/N))`` spreads (α = 2, N memories), or its
 cosine is at least the calibration's median answer's (a few memories on one topic
-make a background of their own, out of which their answer cannot stand). A query that
+make a background of their own, out of which their answer cannot stand), or both
+models stand it out together: its token similarity over the re-ranked candidates'
+and its cosine each by at least one spread, and their sum by √2 times the level
+(Stouffer's combined z). A query that
 means nothing to this user (``zzz``) so finds nothing instead of every memory
 at 0.05–0.2. The floor is then one score level: a candidate without evidence of
 its own stays if it scores at least as much as the least of those with it (less
@@ -128,6 +131,13 @@ HYBRID_UNRELATED_RELEVANCE = 0.1
 #: its anchors). 24 nonsense queries to each of the paraphrase sets' users found no
 #: memory more with it (benchmarks/README.md, "Thirty-eighth session").
 HYBRID_ANSWER_RELEVANCE = 0.5
+#: Two models each standing a candidate out of its background by at least this many
+#: spreads, and together (Stouffer: the sum of the two z over √2) by the outlier
+#: level, is evidence too: "What's my job?" over ten memories of Alice's stands
+#: "Alice works as a nurse" out by 1.4 spreads of cosine and 1.9 of token
+#: similarity, each short of the level (1.5) alone (benchmarks/README.md,
+#: "Thirty-ninth session").
+HYBRID_AGREEMENT_MIN_Z = 1.0
 #: Rank a memory in the other script than the query's against its own block (see __init__).
 HYBRID_SCRIPT_ALIGN = True
 #: Per-script backgrounds only up to this many memories (a filtered search over a
@@ -480,7 +490,8 @@ class HybridRanking:
             if memory_id in self.entries:
                 self.tokens[memory_id] = min(max(float(value), 0.0), 1.0)
                 self._scores[memory_id] = self._compute(memory_id)
-        self.__dict__.pop("_evident_level", None)  # the scores moved: worked out again
+        for worked_out in ("_evident_level", "_token_background"):  # the scores moved: worked out again
+            self.__dict__.pop(worked_out, None)
 
     def z_score(self, memory_id: str) -> float | None:
         """How many background spreads the candidate's cosine stands above this
@@ -515,7 +526,33 @@ class HybridRanking:
         if self.background is None or self._as_close_as_an_answer(memory_id):
             return True
         z = self.z_score(memory_id)
-        return z is not None and z >= self._outlier_level()
+        if z is None:
+            return False
+        level = self._outlier_level()
+        return z >= level or self._both_models_stand_it_out(memory_id, z, level)
+
+    def _both_models_stand_it_out(self, memory_id: str, z: float, level: float) -> bool:
+        """Whether the word pieces' similarity agrees with the cosine's ``z``: each
+        stands the memory out of its own background by ``HYBRID_AGREEMENT_MIN_Z``
+        spreads, and together (Stouffer's combined z) by the outlier ``level``. The
+        pieces' background is the re-ranked candidates' in the query's script: the
+        whole collection up to ``HYBRID_RERANK_DEPTH`` memories, past it the best
+        ones, which sets it higher and so errs toward hiding."""
+        token = self.tokens.get(memory_id)
+        pieces = self._token_background
+        if token is None or pieces is None or z < HYBRID_AGREEMENT_MIN_Z or self._in_other_script(memory_id):
+            return False
+        centre, spread = pieces
+        token_z = (token - centre) / spread
+        return token_z >= HYBRID_AGREEMENT_MIN_Z and (z + token_z) / math.sqrt(2) >= level
+
+    @cached_property
+    def _token_background(self) -> tuple[float, float] | None:
+        """(centre, spread) of the token similarities of the candidates the query's
+        word pieces can read (None: too few, or no pieces at all)."""
+        if self.w_tokens <= 0:
+            return None
+        return background([t for i, t in self.tokens.items() if not self._in_other_script(i)])
 
     def _as_close_as_an_answer(self, memory_id: str) -> bool:
         """Whether the memory's cosine is at least the calibration's median answer's
