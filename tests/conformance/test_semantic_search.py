@@ -309,6 +309,35 @@ async def test_the_issues_own_question_finds_the_job_among_a_households_memories
     assert await _texts(svc, "How do volcanoes form?") == []
 
 
+HOUSEHOLD_ZH = [
+    "李娜在市人民医院的儿科当护士。",
+    "李娜的丈夫王强是一名程序员，在一家软件公司上班。",
+    "李娜的儿子今年上初二。",
+    "李娜每天晚上去小区跳广场舞。",
+    "李娜养了两只鹦鹉。",
+    "李娜对青霉素过敏。",
+    "李娜的妈妈住在洛阳老家。",
+    "李娜周末常去爬山。",
+    "李娜开一辆白色的大众轿车。",
+    "李娜最爱吃重庆小面。",
+]
+
+
+async def test_a_question_about_the_users_own_job_finds_hers_not_her_husbands(make_service) -> None:
+    """The models read "job" as close to "上班" and "programmer", not to "当护士": the
+    husband's job came first and hers not at all. The question asks for an
+    occupation, and hers says one (search/occupations.py); his answers the question
+    about him."""
+    svc = await _holding(make_service, HOUSEHOLD_ZH)
+    assert "李娜在市人民医院的儿科当护士。" in await _texts(svc, "我是做什么工作的？", max_results=3)
+    assert (await _texts(svc, "What do I do for a living?", max_results=3))[:1] == [
+        "李娜在市人民医院的儿科当护士。"
+    ]
+    assert (await _texts(svc, "我老公是干什么的？", max_results=3))[:1] == [
+        "李娜的丈夫王强是一名程序员，在一家软件公司上班。"
+    ]
+
+
 LIVES_AND_JOBS = [
     "Owen lives in a terraced house in Canton, Cardiff.",
     "Owen's mother Glenys lives in a care home in Porthcawl.",

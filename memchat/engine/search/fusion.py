@@ -50,6 +50,12 @@ stands out of its own script's background is ranked as if its block sat where
 the query's own script's block does (e5's cosines across languages sit lower as
 a block).
 
+Answer type: a question asking for an occupation ("What's my job?", "我老公是干
+什么的？") lifts each candidate that says one of the person asked about (the user,
+a relative, a named person: search/occupations.py) ``HYBRID_TYPED_LIFT`` of the
+way to 1, and that counts as evidence, as a keyword match does. The models read
+"job" as close to the word "work", not to "runs a farm" or "当护士".
+
 Query-side adjustments: weights of a model that cannot read CJK (MiniLM's
 dense vector and its tokens) are scaled by the share of the query that is not
 CJK, the rest going to the dense weight when the dense model reads CJK (the
@@ -76,6 +82,7 @@ from memchat.engine.model import Entry, SearchOptions, utc
 from .dense import UNCALIBRATED, DenseCalibration, weighted_piece_means
 from .index import KeywordStats, NewestFirst
 from .keyword import MIN_KEYWORD_SCORE, lexical_scores
+from .occupations import asked_about, states
 from .results import DEFAULT_MAX_RESULTS, _Pair, finish, matches_filters
 from .tokens import _trim, latin_share
 
@@ -138,6 +145,10 @@ HYBRID_ANSWER_RELEVANCE = 0.5
 #: similarity, each short of the level (1.5) alone (benchmarks/README.md,
 #: "Thirty-ninth session").
 HYBRID_AGREEMENT_MIN_Z = 1.0
+#: Share of the way to 1 a memory moves when the question asks for an occupation and
+#: the memory says one, of the person asked about (search/occupations.py). It is
+#: evidence of relevance too, as a keyword match is.
+HYBRID_TYPED_LIFT = 0.15
 #: Rank a memory in the other script than the query's against its own block (see __init__).
 HYBRID_SCRIPT_ALIGN = True
 #: Per-script backgrounds only up to this many memories (a filtered search over a
@@ -400,6 +411,11 @@ class HybridRanking:
                     self.keyword[entry.id] = score
                     self.entries.setdefault(entry.id, entry)
         self.tokens: dict[str, float] = {}
+        occupation = asked_about(query) if query else None
+        #: The candidates that answer the question's type: say the occupation it asks for.
+        self.typed = frozenset(
+            i for i, e in self.entries.items() if occupation is not None and states(e.memory.text, occupation)
+        )
         self._scores = {memory_id: self._compute(memory_id) for memory_id in self.entries}
         #: The scores before the token re-rank (what chose its targets).
         self.first_scores = dict(self._scores)
@@ -456,6 +472,8 @@ class HybridRanking:
         else:
             relevance = self.w_dense * dense + self.w_keyword * keyword + self.w_tokens * token
         relevance = max(relevance, self.semantic_floor * dense)
+        if memory_id in self.typed:
+            relevance += HYBRID_TYPED_LIFT * (1.0 - relevance)
         return min(max(self._mix(memory_id, relevance), 0.0), 1.0)
 
     def rerank_targets(self, options: SearchOptions, depth: int = HYBRID_RERANK_DEPTH) -> list[Entry]:
@@ -519,7 +537,7 @@ class HybridRanking:
         an unrelated memory's with a cosine that stands out of this query's
         background (module constants)."""
         alpha = self.background_alpha
-        if alpha is None or self.keyword.get(memory_id, 0.0) >= MIN_KEYWORD_SCORE:
+        if alpha is None or self.keyword.get(memory_id, 0.0) >= MIN_KEYWORD_SCORE or memory_id in self.typed:
             return True
         if self._scores[memory_id] <= HYBRID_UNRELATED_RELEVANCE:
             return False

@@ -1,0 +1,191 @@
+"""Questions about what someone does for a living, and the memories that say it.
+
+"What's my job?" is the question a new user asks first, and the offline models
+answer it badly: "Alice works as a nurse" stood 1.4 spreads out of the query's
+background, "Fiona works as a pharmacist" and "张敏在华西医院的急诊科当护士" not at
+all, and a relative's job ("Alice's husband Mark works as an accountant", "张敏
+的丈夫刘伟是一名程序员") ranked above the user's own in most of the paraphrase
+sets (benchmarks/README.md, "Thirty-ninth session"). The models read "job" as
+close to the word "work", not to a sentence that says what someone works as.
+
+So hybrid search reads the question's answer type, as question answering
+systems do: ``asked_about`` says whether a question asks for an occupation and
+whose (the user's, or a relative's by the relation word), and ``states`` whether
+a memory says one for that person: "works as", "is a pharmacist", "runs a
+farm", "teaches", "当护士", "是一名程序员", "在医院工作", "开了一家花店". A memory
+that does gets a typed match (fusion.py). Closed lists of general words, in
+English and Chinese; a question that asks for no occupation is ranked as before.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .bridge import HAN_RE, MATCHES, RELATIONS, relation_in
+
+__all__ = ["OccupationQuestion", "asked_about", "states"]
+
+_I = re.IGNORECASE
+#: English questions for a job: the nouns, and "what does X do (for work)?".
+_ASKS_EN = re.compile(
+    r"\b(?:jobs?|occupations?|professions?|careers?|employers?|employed|employment|livelihood"
+    r"|line\s+of\s+(?:work|business)|do\s+(?:for|at)\s+work|work\s+as|vocation)\b"
+    r"|\bwhat\s+(?:do|does|did)\s+(?:i|you|he|she|they|[a-z][\w'’-]*)\s+do\s*(?:now|nowadays|these\s+days)?\s*[?.!]*\s*$"
+    r"|\bwhere\s+(?:do|does|did)\s+\w+\s+work\b",
+    _I,
+)
+#: Chinese questions for a job: 工作 / 职业 / 干什么的 / 哪一行 / 上班 / 生意.
+_ASKS_ZH = re.compile(
+    r"工作(?!日|室)|职业|行业|干哪一?行|做哪一?行|哪一?行|营生|行当|饭碗|谋生|从事|在哪(?:儿|里)?上班"
+    r"|(?:干|做)(?:什么|啥子?|嘛)(?:的|工作|职业|生意|行当|营生|活)|是(?:干|做)(?:什么|啥子?|嘛)"
+)
+#: The user's own: "my job", "the user's previous career", "what do I do", "我是做什么的",
+#: "我的职业", "我在哪上班" (not "我家…", "我…的哥们": someone of the user's).
+_SELF_EN = re.compile(
+    r"\b(?:my|user['’]s)\s+(?:(?:previous|former|current|old|first|last|main|present|own|day|real)\s+)?"
+    r"(?:jobs?|occupations?|professions?|careers?|employers?|work|line\s+of\s+(?:work|business)|livelihood)\b"
+    r"|\b(?:do|did|does|will|would|can)\s+(?:i|user)\s+(?:do|work)\b|\b(?:i|user)\s+(?:do|did|work|worked)\b",
+    _I,
+)
+_SELF_ZH = re.compile(
+    r"(?:我|俺|咱|用户|本人)(?:以前|现在|目前|原来|之前|年轻(?:时|的时候|时候)|平时|到底|究竟|主要|具体|本来"
+    r"|在单位|一直|当年|退休前|过去)*(?:是|在|干|做|从事|工作|上班|的(?:职业|工作|营生|饭碗|行当))"
+)
+#: Words that start an English question, capitalised, and name no one.
+_NOT_NAMES = frozenset(
+    {"What", "Whats", "What's", "Where", "Which", "Who", "Whose", "How", "When", "Why", "Do", "Does", "Did",
+     "Is", "Was", "Tell", "Remind", "Can", "Could", "I", "My", "User", "The", "Please", "Any"}
+)  # fmt: skip
+_WORD = re.compile(r"[^\W\d_][\w'’-]*")
+
+#: Nouns that name an occupation (English), for "is a …", "became a …".
+_JOBS_EN = (
+    "accountant", "actor", "actress", "administrator", "analyst", "architect", "artist", "assistant",
+    "attendant", "attorney", "auditor", "baker", "banker", "barber", "barista", "bartender", "beautician",
+    "bookkeeper", "builder", "butcher", "captain", "caregiver", "carer", "carpenter", "cashier", "chef",
+    "chemist", "cleaner", "clerk", "coach", "consultant", "cook", "counsellor", "counselor", "courier",
+    "curator", "dentist", "designer", "detective", "developer", "dietitian", "director", "doctor",
+    "driver", "economist", "editor", "electrician", "engineer", "farmer", "firefighter", "fisherman",
+    "florist", "gardener", "geologist", "guard", "guide", "hairdresser", "housekeeper", "illustrator",
+    "instructor", "interpreter", "janitor", "journalist", "judge", "labourer", "laborer", "lawyer",
+    "lecturer", "librarian", "lifeguard", "machinist", "manager", "mechanic", "midwife", "miner",
+    "musician", "nanny", "nurse", "officer", "optician", "painter", "paramedic", "pharmacist",
+    "photographer", "physician", "physicist", "physiotherapist", "pilot", "plumber", "police",
+    "policeman", "policewoman", "porter", "postman", "principal", "producer", "professor", "programmer",
+    "psychologist", "receptionist", "reporter", "researcher", "salesman", "saleswoman", "scientist",
+    "secretary", "shopkeeper", "singer", "soldier", "solicitor", "surgeon", "surveyor", "tailor",
+    "teacher", "technician", "therapist", "trainer", "translator", "tutor", "vet", "veterinarian",
+    "waiter", "waitress", "welder", "writer", "author", "entrepreneur", "founder", "owner",
+    "freelancer", "contractor", "intern", "apprentice", "student", "retiree", "pensioner",
+)  # fmt: skip
+#: First person anywhere: a question about someone of the user's it cannot tell.
+_FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself)\b|我|俺|咱", _I)
+#: Where people work for themselves: "runs a farm", "owns a bakery".
+_BUSINESSES_EN = (
+    "farm", "shop", "store", "business", "restaurant", "cafe", "café", "bakery", "company", "firm",
+    "practice", "studio", "salon", "pub", "bar", "clinic", "garage", "hotel", "guesthouse", "agency",
+    "bed and breakfast", "b&b", "stall", "workshop", "factory", "startup", "start-up", "surgery",
+)  # fmt: skip
+_ALT = "|".join
+_STATES_EN = re.compile(
+    r"\bwork(?:s|ed|ing)?\s+(?:as|for)\b"
+    r"|\bwork(?:s|ed|ing)?\s+(?:full|part)[-\s]time\b"
+    r"|\b(?:employed|hired)\s+(?:as|by|at)\b"
+    r"|\b(?:teach|teaches|taught|teaching)\b"
+    r"|\b(?:retired|retiring)\s+(?:as|from)\b"
+    r"|\b(?:is|was|am|are|were|been|became|becomes|trained\s+as|qualified\s+as|'s|’s)\s+(?:an?|the)\s+(?:[\w'’-]+\s+){0,3}?"
+    rf"(?:{_ALT(_JOBS_EN)})s?\b"
+    r"|\b(?:run|runs|ran|running|own|owns|owned|manage|manages|managed|opened|started|founded)\s+"
+    r"(?:an?|the|his|her|their|my|our)\s+(?:[\w'’-]+\s+){0,3}?"
+    rf"(?:{_ALT(map(re.escape, _BUSINESSES_EN))})\b",
+    _I,
+)
+#: Chinese occupation words ("当护士", "是一名程序员", "做会计").
+_JOBS_ZH = (
+    "护士", "医生", "大夫", "老师", "教师", "教授", "工程师", "程序员", "设计师", "会计", "律师", "司机",
+    "厨师", "警察", "记者", "编辑", "演员", "歌手", "作家", "画家", "保安", "快递员", "外卖员", "服务员",
+    "公务员", "售货员", "销售", "理发师", "药剂师", "牙医", "兽医", "研究员", "技术员", "电工", "木匠",
+    "飞行员", "空姐", "导游", "翻译", "模特", "主播", "店员", "收银员", "保姆", "月嫂", "经理", "主管",
+    "主任", "老板", "农民", "工人", "军人", "士兵", "消防员", "法官", "建筑师", "分析师", "顾问",
+    "咨询师", "讲师", "辅导员", "校长", "院长", "护工", "保洁", "清洁工", "厨子", "机长", "船长",
+    "科学家", "工匠", "裁缝", "渔民", "渔夫", "牧民", "猎人", "船员", "水手", "海员", "柜员", "出纳", "交警",
+    "民警", "医师", "护理", "保育员", "营业员", "调度员", "乘务员", "列车员", "司炉", "焊工", "钳工", "瓦工",
+    "摄影师", "化妆师", "美容师", "健身教练", "教练", "实习生", "学生", "研究生", "甜点师", "面点师",
+)  # fmt: skip
+_STATES_ZH = re.compile(
+    rf"(?:当|做|是|是一名|是一位|是个|担任|干|成为|作为)[^，。；！？,.;!?]{{0,10}}?(?:{_ALT(_JOBS_ZH)})"
+    r"|在[^，。；！？,.;!?]{1,16}?(?:工作|上班|任职|打工|教书|当差|实习)"
+    r"|在[^，。；！？,.;!?]{0,12}?(?:公司|银行|医院|学校|工厂|厂|酒店|餐厅|商场|超市|机关|单位|集团|研究所|大学"
+    r"|中学|小学|幼儿园|诊所|局|报社|电视台|律所|事务所)(?:里)?(?:做|当|教|开|写|管|负责|带)"
+    r"|(?:开|经营|开了)[^，。；！？,.;!?]{0,3}?(?:一|两|几)?(?:家|间|个)[^，。；！？,.;!?]{0,10}?"
+    r"(?:店|公司|餐馆|饭店|餐厅|诊所|工作室|厂|超市|茶行|铺|馆|行|农场|养殖场|排档|摊|档口|民宿|网店|小卖部)"
+    r"|教(?:书|[^，。；！？,.;!?]{0,6}?(?:课|语文|数学|物理|化学|生物|英语|历史|地理|政治|音乐|体育|美术|钢琴))"
+    r"|退休前|从事"
+)
+#: Relation words a memory names someone by ("Alice's husband Mark …"): its job is theirs.
+#: Single runes (姐, 哥, 妈) are left out: inside other words they mean other things.
+_RELATION_WORDS = {
+    w: g for g, words in RELATIONS.items() for w in words if not (HAN_RE.search(w) and len(w) < 2)
+}
+_RELATION_EN = re.compile(
+    r"\b("
+    + _ALT(
+        map(re.escape, sorted((w for w in _RELATION_WORDS if not HAN_RE.search(w)), key=len, reverse=True))
+    )
+    + r")(?:s|es)?\b",
+    _I,
+)
+_RELATION_ZH = re.compile(
+    _ALT(sorted((w for w in _RELATION_WORDS if HAN_RE.search(w)), key=len, reverse=True))
+)
+
+
+@dataclass(frozen=True)
+class OccupationQuestion:
+    """A question asking for an occupation: the user's (neither field set), that of
+    the relative a relation group names ("husband", "brother"), or of the person
+    a name names ("What is Ciara's job?": a relation the memories answer with a name)."""
+
+    relation: str | None = None
+    name: str | None = None
+
+
+def asked_about(query: str) -> OccupationQuestion | None:
+    """Whether ``query`` asks for someone's occupation, and whose: a relative's when
+    it names one ("my brother's job"), the user's when it asks in the first person
+    or names no one ("occupation"), a named person's ("Tom job"); None for any
+    other question and for one about someone of the user's it cannot tell ("my
+    mate in Hsinchu", "我读书时的上铺兄弟")."""
+    if not (_ASKS_EN.search(query) or _ASKS_ZH.search(query)):
+        return None
+    relation = relation_in(query)
+    if relation is not None:
+        return OccupationQuestion(relation=relation[0])
+    if _SELF_EN.search(query) or _SELF_ZH.search(query):
+        return OccupationQuestion()
+    names = [w.removesuffix("'s").removesuffix("’s") for w in _WORD.findall(query)]
+    names = [w for w in names if w not in _NOT_NAMES and w[:1].isupper() and w[1:].islower()]
+    if names:
+        return OccupationQuestion(name=names[0])
+    if _FIRST_PERSON.search(query):
+        return None  # someone of the user's, not the user
+    chinese = _ASKS_ZH.search(query)
+    if chinese is not None and HAN_RE.search(query[: chinese.start()]):
+        return None  # "王强是干什么的": a Chinese name (the bridge asks so for "我老公")
+    return OccupationQuestion()
+
+
+def states(text: str, question: OccupationQuestion) -> bool:
+    """Whether the memory says what the person ``question`` asks about does for a
+    living: the user's own (it names no relative), that relative's, or the named
+    person's."""
+    if not (_STATES_EN.search(text) or _STATES_ZH.search(text)):
+        return False
+    if question.name is not None:
+        return re.search(rf"\b{re.escape(question.name)}\b", text) is not None
+    named = {_RELATION_WORDS[found.group(1).lower()] for found in _RELATION_EN.finditer(text)}
+    named |= {_RELATION_WORDS[found] for found in _RELATION_ZH.findall(text)}
+    if question.relation is None:
+        return not named
+    return bool(MATCHES[question.relation] & named)

@@ -1,0 +1,114 @@
+"""Questions asking for an occupation, whose, and the memories that say it
+(engine/search/occupations.py): the answer type hybrid search lifts."""
+
+from __future__ import annotations
+
+import pytest
+
+from memchat.engine.search.occupations import OccupationQuestion, asked_about, states
+
+SELF = OccupationQuestion()
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What's my job?",
+        "what is my occupation",
+        "What do I do as a job?",  # "for a living", as search/idioms.py says it
+        "Where do I work?",
+        "my previous career",
+        "occupation",
+        "我是做什么工作的？",
+        "我的职业是什么",
+        "我以前是干哪一行的",
+        "我在哪儿上班？",
+        "职业",
+    ],
+)
+def test_a_question_about_the_users_own_work_asks_for_the_users_occupation(question) -> None:
+    assert asked_about(question) == SELF
+
+
+@pytest.mark.parametrize(
+    ("question", "relation"),
+    [
+        ("What does my wife do for work?", "wife"),
+        ("my brother's job", "brother"),
+        ("What's my spouse's profession?", "partner"),
+        ("我老公是做什么的？", "husband"),
+        ("我妈退休前是干什么的", "mother"),
+        ("闺蜜在哪上班", "friend"),
+    ],
+)
+def test_a_question_about_a_relatives_work_asks_for_theirs(question, relation) -> None:
+    assert asked_about(question) == OccupationQuestion(relation=relation)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Where do I live?",
+        "What do I do on Sundays?",
+        "我周末喜欢干啥？",
+        "工作日谁接孩子？",  # 工作日: a weekday, not work
+        "我婆婆每天下午去公园干什么？",
+        # Someone of the user's the relation table does not know: not the user's own job.
+        "What does my mate from school do for work?",
+        "我先生是干什么工作的？",
+        "我读书时的上铺兄弟现在干哪行？",
+        "王强是干什么的？",  # a name: the bridge asks "我老公…" so once it knows his
+    ],
+)
+def test_other_questions_ask_for_no_occupation_of_the_user(question) -> None:
+    assert asked_about(question) is None
+
+
+def test_a_named_persons_job_is_theirs() -> None:
+    question = asked_about("What is Ciara's job?")
+    assert question == OccupationQuestion(name="Ciara")
+    assert states("Ciara works as a nurse in Galway", question)
+    assert not states("Alice works as a nurse in Berlin", question)
+
+
+@pytest.mark.parametrize(
+    "memory",
+    [
+        "Alice works as a nurse in Berlin",
+        "Sam is a freelance graphic designer",
+        "User runs a small bakery in Bath",
+        "Priya teaches maths at a secondary school",
+        "Worked for the council for ten years before retiring",
+        "张敏在华西医院的急诊科当护士。",
+        "用户是一名程序员",
+        "老李在市第一中学教高三数学",
+        "她在一家银行做柜员",
+        "用户在成都开了一家火锅店",
+    ],
+)
+def test_a_memory_saying_what_the_user_does_for_a_living_answers_the_users_question(memory) -> None:
+    assert states(memory, SELF)
+
+
+@pytest.mark.parametrize(
+    "memory",
+    [
+        "Alice has a cat named Luna",
+        "Alice bikes to work every day",
+        "Alice works out at the gym on Mondays",
+        "用户每天早上六点起床",
+        "用户喜欢在家做饭",
+    ],
+)
+def test_a_memory_about_something_else_says_no_occupation(memory) -> None:
+    assert not states(memory, SELF)
+
+
+def test_a_relatives_job_answers_the_question_about_them_not_the_users() -> None:
+    husband = "Alice's husband Mark works as an accountant"
+    assert not states(husband, SELF)
+    assert states(husband, OccupationQuestion(relation="husband"))
+    assert states(husband, OccupationQuestion(relation="partner"))  # a partner is a husband or a wife
+    assert not states(husband, OccupationQuestion(relation="brother"))
+    chinese = "张敏的丈夫刘伟是一名程序员，在一家游戏公司上班。"
+    assert not states(chinese, SELF) and states(chinese, OccupationQuestion(relation="husband"))
