@@ -24,6 +24,9 @@ SELF = OccupationQuestion()
         "我以前是干哪一行的",
         "我在哪儿上班？",
         "职业",
+        "我 职业",  # "王芳 职业", the user's name in the first person (search/user.py)
+        "我做这行多少年了？",
+        "What kind of shop do I run?",
     ],
 )
 def test_a_question_about_the_users_own_work_asks_for_the_users_occupation(question) -> None:

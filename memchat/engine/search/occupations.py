@@ -32,12 +32,13 @@ _ASKS_EN = re.compile(
     r"\b(?:jobs?|occupations?|professions?|careers?|employers?|employed|employment|livelihood"
     r"|line\s+of\s+(?:work|business)|do\s+(?:for|at)\s+work|work\s+as|vocation)\b"
     r"|\bwhat\s+(?:do|does|did)\s+(?:i|you|he|she|they|[a-z][\w'’-]*)\s+do\s*(?:now|nowadays|these\s+days)?\s*[?.!]*\s*$"
-    r"|\bwhere\s+(?:do|does|did)\s+\w+\s+work\b",
+    r"|\bwhere\s+(?:do|does|did)\s+\w+\s+work\b"
+    r"|\b(?:shop|store|business|company|firm|restaurant|farm|practice)\s+(?:do|does|did)\s+\w+\s+(?:run|own)\b",
     _I,
 )
 #: Chinese questions for a job: 工作 / 职业 / 干什么的 / 哪一行 / 上班 / 生意.
 _ASKS_ZH = re.compile(
-    r"工作(?!日|室)|职业|行业|干哪一?行|做哪一?行|哪一?行|营生|行当|饭碗|谋生|从事|在哪(?:儿|里)?上班"
+    r"工作(?!日|室)|职业|行业|干哪一?行|做哪一?行|[哪这]一?行|营生|行当|饭碗|谋生|从事|在哪(?:儿|里)?上班"
     r"|(?:干|做)(?:什么|啥子?|嘛)(?:的|工作|职业|生意|行当|营生|活)|是(?:干|做)(?:什么|啥子?|嘛)"
 )
 #: The user's own: "my job", "the user's previous career", "what do I do", "我是做什么的",
@@ -45,12 +46,12 @@ _ASKS_ZH = re.compile(
 _SELF_EN = re.compile(
     r"\b(?:my|user['’]s)\s+(?:(?:previous|former|current|old|first|last|main|present|own|day|real)\s+)?"
     r"(?:jobs?|occupations?|professions?|careers?|employers?|work|line\s+of\s+(?:work|business)|livelihood)\b"
-    r"|\b(?:do|did|does|will|would|can)\s+(?:i|user)\s+(?:do|work)\b|\b(?:i|user)\s+(?:do|did|work|worked)\b",
+    r"|\b(?:do|did|does|will|would|can)\s+(?:i|user)\s+(?:do|work|run|own)\b|\b(?:i|user)\s+(?:do|did|work|worked)\b",
     _I,
 )
 _SELF_ZH = re.compile(
     r"(?:我|俺|咱|用户|本人)(?:以前|现在|目前|原来|之前|年轻(?:时|的时候|时候)|平时|到底|究竟|主要|具体|本来"
-    r"|在单位|一直|当年|退休前|过去)*(?:是|在|干|做|从事|工作|上班|的(?:职业|工作|营生|饭碗|行当))"
+    r"|在单位|一直|当年|退休前|过去)*(?:是|在|干|做|从事|工作|上班|\s*的?\s*(?:职业|营生|饭碗|行当))"
 )
 #: Words that start an English question, capitalised, and name no one.
 _NOT_NAMES = frozenset(
