@@ -283,6 +283,26 @@ def test_a_memory_both_models_stand_out_together_is_kept() -> None:
     assert alone.z_score("m19") < 1.0 and kept(alone) == []
 
 
+def test_a_memory_giving_the_answer_type_asked_for_is_kept_and_lifted() -> None:
+    """ "When's my birthday again?" shares no word with "Morag was born on 14 March
+    1978", and its cosine stands out of nothing: the question asks for a birth, the
+    memory gives the user's (search/answer_types.py), so it is kept, first. Her
+    brother's birth is his, and a question asking for no type keeps nothing."""
+    e5 = S.calibration_for(type("E", (), {"name": "multilingual-e5-small"})())
+    texts = [f"memory number {i} about topic{i}" for i in range(18)]
+    texts += ["Morag was born on 14 March 1978 in Maryhill", "Morag's brother Gregor was born in 1975"]
+    flat = [0.80 + 0.002 * (i % 7) for i in range(20)]
+
+    def kept(query: str) -> list[str]:
+        entries, dense = _collection(flat, texts)
+        ranking = S.HybridRanking(entries, dense, query, dense_complete=True, calibration=e5)
+        return [r.id for r in ranking.results(SearchOptions())]
+
+    assert kept("When's my birthday again?") == ["m18"]
+    assert kept("When's my brother's birthday?") == ["m19"]
+    assert kept("Which colour do I like?") == []
+
+
 def test_for_cjk_queries_the_weights_of_what_cannot_read_cjk_move_aside() -> None:
     assert S.latin_share("coffee") == 1.0 and S.latin_share("咖啡") == 0.0
     assert S.latin_share("Go 语言") == pytest.approx(0.5)

@@ -326,7 +326,7 @@ HOUSEHOLD_ZH = [
 async def test_a_question_about_the_users_own_job_finds_hers_not_her_husbands(make_service) -> None:
     """The models read "job" as close to "上班" and "programmer", not to "当护士": the
     husband's job came first and hers not at all. The question asks for an
-    occupation, and hers says one (search/occupations.py); his answers the question
+    occupation, and hers says one (search/answer_types.py); his answers the question
     about him."""
     svc = await _holding(make_service, HOUSEHOLD_ZH)
     assert "李娜在市人民医院的儿科当护士。" in await _texts(svc, "我是做什么工作的？", max_results=3)

@@ -51,10 +51,12 @@ the query's own script's block does (e5's cosines across languages sit lower as
 a block).
 
 Answer type: a question asking for an occupation ("What's my job?", "我老公是干
-什么的？") lifts each candidate that says one of the person asked about (the user,
-a relative, a named person: search/occupations.py) ``HYBRID_TYPED_LIFT`` of the
-way to 1, and that counts as evidence, as a keyword match does. The models read
-"job" as close to the word "work", not to "runs a farm" or "当护士".
+什么的？"), a birth ("When's my birthday?") or a wedding ("我俩啥时候领的证") lifts
+each candidate that gives it for the person asked about (the user, a relative,
+a named person: search/answer_types.py) ``HYBRID_TYPED_LIFT`` of the way to 1,
+and that counts as evidence, as a keyword match does. The models read "job" as
+close to the word "work", not to "runs a farm" or "当护士", and a birthday not
+as "was born on".
 
 Query-side adjustments: weights of a model that cannot read CJK (MiniLM's
 dense vector and its tokens) are scaled by the share of the query that is not
@@ -79,10 +81,10 @@ from operator import itemgetter
 
 from memchat.engine.model import Entry, SearchOptions, utc
 
+from .answer_types import asked_about, states
 from .dense import UNCALIBRATED, DenseCalibration, weighted_piece_means
 from .index import KeywordStats, NewestFirst
 from .keyword import MIN_KEYWORD_SCORE, lexical_scores
-from .occupations import asked_about, states
 from .results import DEFAULT_MAX_RESULTS, _Pair, finish, matches_filters
 from .tokens import _trim, latin_share
 
@@ -146,7 +148,7 @@ HYBRID_ANSWER_RELEVANCE = 0.5
 #: "Thirty-ninth session").
 HYBRID_AGREEMENT_MIN_Z = 1.0
 #: Share of the way to 1 a memory moves when the question asks for an occupation and
-#: the memory says one, of the person asked about (search/occupations.py). It is
+#: the memory says one, of the person asked about (search/answer_types.py). It is
 #: evidence of relevance too, as a keyword match is.
 HYBRID_TYPED_LIFT = 0.15
 #: Rank a memory in the other script than the query's against its own block (see __init__).
@@ -411,10 +413,10 @@ class HybridRanking:
                     self.keyword[entry.id] = score
                     self.entries.setdefault(entry.id, entry)
         self.tokens: dict[str, float] = {}
-        occupation = asked_about(query) if query else None
-        #: The candidates that answer the question's type: say the occupation it asks for.
+        typed = asked_about(query) if query else None
+        #: The candidates that give the type of answer the question asks for (search/answer_types.py).
         self.typed = frozenset(
-            i for i, e in self.entries.items() if occupation is not None and states(e.memory.text, occupation)
+            i for i, e in self.entries.items() if typed is not None and states(e.memory.text, typed)
         )
         self._scores = {memory_id: self._compute(memory_id) for memory_id in self.entries}
         #: The scores before the token re-rank (what chose its targets).

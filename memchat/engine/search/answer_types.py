@@ -1,4 +1,5 @@
-"""Questions about what someone does for a living, and the memories that say it.
+"""The type of answer a question asks for, whose, and the memories that give it:
+what someone does for a living, when they were born, when they married.
 
 "What's my job?" is the question a new user asks first, and the offline models
 answer it badly: "Alice works as a nurse" stood 1.4 spreads out of the query's
@@ -15,6 +16,12 @@ a memory says one for that person: "works as", "is a pharmacist", "runs a
 farm", "teaches", "当护士", "是一名程序员", "在医院工作", "开了一家花店". A memory
 that does gets a typed match (fusion.py). Closed lists of general words, in
 English and Chinese; a question that asks for no occupation is ranked as before.
+
+Two life events work the same way, for the same reason: "When's my birthday
+again?" did not find "Morag was born on 14 March 1978" (the models do not read
+a birthday as a birth), nor "我俩啥时候领的证来着" "周海燕的结婚纪念日是五月二十日".
+Each type is an ``AnswerType``: how questions ask for it, how they ask for the
+user's own, and how memories give it.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from dataclasses import dataclass
 
 from .bridge import HAN_RE, MATCHES, RELATIONS, relation_in
 
-__all__ = ["OccupationQuestion", "asked_about", "states"]
+__all__ = ["TypedQuestion", "asked_about", "states"]
 
 _I = re.IGNORECASE
 #: English questions for a job: the nouns, and "what does X do (for work)?".
@@ -81,7 +88,7 @@ _JOBS_EN = (
     "freelancer", "contractor", "intern", "apprentice", "student", "retiree", "pensioner",
 )  # fmt: skip
 #: First person anywhere: a question about someone of the user's it cannot tell.
-_FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself)\b|我|俺|咱", _I)
+_FIRST_PERSON = re.compile(r"\b(?:i|me|my|mine|myself|we|us|our)\b|我|俺|咱", _I)
 #: Where people work for themselves: "runs a farm", "owns a bakery".
 _BUSINESSES_EN = (
     "farm", "shop", "store", "business", "restaurant", "cafe", "café", "bakery", "company", "firm",
@@ -143,45 +150,98 @@ _RELATION_ZH = re.compile(
 
 
 @dataclass(frozen=True)
-class OccupationQuestion:
-    """A question asking for an occupation: the user's (neither field set), that of
-    the relative a relation group names ("husband", "brother"), or of the person
-    a name names ("What is Ciara's job?": a relation the memories answer with a name)."""
+class AnswerType:
+    """How questions ask for one type of answer, for the user ("self"), and how
+    memories give it."""
 
+    name: str
+    asks: tuple[re.Pattern[str], ...]
+    self: tuple[re.Pattern[str], ...]
+    gives: tuple[re.Pattern[str], ...]
+
+
+OCCUPATION = AnswerType("occupation", (_ASKS_EN, _ASKS_ZH), (_SELF_EN, _SELF_ZH), (_STATES_EN, _STATES_ZH))
+BIRTH = AnswerType(
+    "birth",
+    (re.compile(r"\b(?:birthdays?|born|date\s+of\s+birth)\b", _I), re.compile(r"生日|过生|出生|生辰")),
+    (
+        re.compile(
+            r"\b(?:my|our)\s+(?:[\w-]+\s+)?birthday\b|\b(?:was\s+i|i\s+was)\s+born\b|\bmy\s+date\s+of\s+birth\b",
+            _I,
+        ),
+        re.compile(r"(?:我|俺|咱|用户|本人)(?:们)?的?[^的，。？！?,.!\s]{0,4}?(?:生日|过生|出生|生辰)"),
+    ),
+    (re.compile(r"\b(?:born|birthdays?|date\s+of\s+birth)\b", _I), re.compile(r"生日|出生|生于|过生")),
+)
+WEDDING = AnswerType(
+    "wedding",
+    (
+        re.compile(r"\b(?:anniversary|wedding|married|marry|marriage)\b", _I),
+        re.compile(r"结婚|领证|领的证|婚礼|纪念日|成亲"),
+    ),
+    (
+        re.compile(
+            r"\b(?:my|our)\s+(?:[\w-]+\s+)?(?:anniversary|wedding|marriage)\b"
+            r"|\b(?:did|were|was)\s+(?:i|we)\s+(?:get\s+)?(?:married|marry)\b|\b(?:i|we)\s+(?:got\s+)?married\b",
+            _I,
+        ),
+        re.compile(
+            r"(?:我|俺|咱|用户|本人)(?:们|俩|两口子)?的?[^的，。？！?,.!\s]{0,4}?(?:结婚|领证|领的证|婚礼|纪念日|成亲)"
+        ),
+    ),
+    (re.compile(r"\b(?:married|wedding|anniversary|marriage)\b", _I), re.compile(r"结婚|领证|婚礼|纪念日")),
+)
+_SPOUSES = frozenset({"wife", "husband", "partner"})
+#: The types read, in this order (a question asking for two gets the first).
+ANSWER_TYPES = (OCCUPATION, BIRTH, WEDDING)
+
+
+@dataclass(frozen=True)
+class TypedQuestion:
+    """A question asking for ``kind`` of answer about the user (neither other field
+    set), the relative a relation group names ("husband", "brother"), or the
+    person a name names ("What is Ciara's job?": a relation the memories answer
+    with a name)."""
+
+    kind: AnswerType = OCCUPATION
     relation: str | None = None
     name: str | None = None
 
 
-def asked_about(query: str) -> OccupationQuestion | None:
-    """Whether ``query`` asks for someone's occupation, and whose: a relative's when
-    it names one ("my brother's job"), the user's when it asks in the first person
-    or names no one ("occupation"), a named person's ("Tom job"); None for any
+def asked_about(query: str) -> TypedQuestion | None:
+    """The type of answer ``query`` asks for, and whose: a relative's when it names
+    one ("my brother's job"), the user's when it asks in the first person or
+    names no one ("occupation"), a named person's ("Tom job"); None for any
     other question and for one about someone of the user's it cannot tell ("my
     mate in Hsinchu", "我读书时的上铺兄弟")."""
-    if not (_ASKS_EN.search(query) or _ASKS_ZH.search(query)):
-        return None
+    for kind in ANSWER_TYPES:
+        if any(pattern.search(query) for pattern in kind.asks):
+            return _whose(query, kind)
+    return None
+
+
+def _whose(query: str, kind: AnswerType) -> TypedQuestion | None:
     relation = relation_in(query)
     if relation is not None:
-        return OccupationQuestion(relation=relation[0])
-    if _SELF_EN.search(query) or _SELF_ZH.search(query):
-        return OccupationQuestion()
+        return TypedQuestion(kind, relation=relation[0])
+    if any(pattern.search(query) for pattern in kind.self):
+        return TypedQuestion(kind)
     names = [w.removesuffix("'s").removesuffix("’s") for w in _WORD.findall(query)]
     names = [w for w in names if w not in _NOT_NAMES and w[:1].isupper() and w[1:].islower()]
     if names:
-        return OccupationQuestion(name=names[0])
+        return TypedQuestion(kind, name=names[0])
     if _FIRST_PERSON.search(query):
         return None  # someone of the user's, not the user
-    chinese = _ASKS_ZH.search(query)
+    chinese = kind.asks[1].search(query)
     if chinese is not None and HAN_RE.search(query[: chinese.start()]):
         return None  # "王强是干什么的": a Chinese name (the bridge asks so for "我老公")
-    return OccupationQuestion()
+    return TypedQuestion(kind)
 
 
-def states(text: str, question: OccupationQuestion) -> bool:
-    """Whether the memory says what the person ``question`` asks about does for a
-    living: the user's own (it names no relative), that relative's, or the named
-    person's."""
-    if not (_STATES_EN.search(text) or _STATES_ZH.search(text)):
+def states(text: str, question: TypedQuestion) -> bool:
+    """Whether the memory gives the answer ``question`` asks for, about its person:
+    the user (it names no relative), that relative, or the named person."""
+    if not any(pattern.search(text) for pattern in question.kind.gives):
         return False
     if question.name is not None:
         return re.search(rf"\b{re.escape(question.name)}\b", text) is not None
@@ -189,4 +249,6 @@ def states(text: str, question: OccupationQuestion) -> bool:
     named |= {_RELATION_WORDS[found] for found in _RELATION_ZH.findall(text)}
     if question.relation is None:
         return not named
+    if question.kind is WEDDING and question.relation in _SPOUSES and not named:
+        return True  # "我跟媳妇哪天领的证": the couple's, which the memory may say by names
     return bool(MATCHES[question.relation] & named)

@@ -1,13 +1,13 @@
-"""Questions asking for an occupation, whose, and the memories that say it
-(engine/search/occupations.py): the answer type hybrid search lifts."""
+"""Questions asking for an occupation, a birth or a wedding, whose, and the memories
+that give it (engine/search/answer_types.py): the answer type hybrid search lifts."""
 
 from __future__ import annotations
 
 import pytest
 
-from memchat.engine.search.occupations import OccupationQuestion, asked_about, states
+from memchat.engine.search.answer_types import BIRTH, WEDDING, TypedQuestion, asked_about, states
 
-SELF = OccupationQuestion()
+SELF = TypedQuestion()
 
 
 @pytest.mark.parametrize(
@@ -45,7 +45,7 @@ def test_a_question_about_the_users_own_work_asks_for_the_users_occupation(quest
     ],
 )
 def test_a_question_about_a_relatives_work_asks_for_theirs(question, relation) -> None:
-    assert asked_about(question) == OccupationQuestion(relation=relation)
+    assert asked_about(question) == TypedQuestion(relation=relation)
 
 
 @pytest.mark.parametrize(
@@ -69,7 +69,7 @@ def test_other_questions_ask_for_no_occupation_of_the_user(question) -> None:
 
 def test_a_named_persons_job_is_theirs() -> None:
     question = asked_about("What is Ciara's job?")
-    assert question == OccupationQuestion(name="Ciara")
+    assert question == TypedQuestion(name="Ciara")
     assert states("Ciara works as a nurse in Galway", question)
     assert not states("Alice works as a nurse in Berlin", question)
 
@@ -110,8 +110,38 @@ def test_a_memory_about_something_else_says_no_occupation(memory) -> None:
 def test_a_relatives_job_answers_the_question_about_them_not_the_users() -> None:
     husband = "Alice's husband Mark works as an accountant"
     assert not states(husband, SELF)
-    assert states(husband, OccupationQuestion(relation="husband"))
-    assert states(husband, OccupationQuestion(relation="partner"))  # a partner is a husband or a wife
-    assert not states(husband, OccupationQuestion(relation="brother"))
+    assert states(husband, TypedQuestion(relation="husband"))
+    assert states(husband, TypedQuestion(relation="partner"))  # a partner is a husband or a wife
+    assert not states(husband, TypedQuestion(relation="brother"))
     chinese = "张敏的丈夫刘伟是一名程序员，在一家游戏公司上班。"
-    assert not states(chinese, SELF) and states(chinese, OccupationQuestion(relation="husband"))
+    assert not states(chinese, SELF) and states(chinese, TypedQuestion(relation="husband"))
+
+
+@pytest.mark.parametrize(
+    ("question", "kind", "relation"),
+    [
+        ("When's my birthday?", BIRTH, None),
+        ("When was I born?", BIRTH, None),
+        ("咱哪天过生儿来着？", BIRTH, None),
+        ("我太太的生日是哪天？", BIRTH, "wife"),
+        ("Tell me when our anniversary is.", WEDDING, None),
+        ("我俩啥时候领的证来着", WEDDING, None),
+        ("俺跟媳妇儿啥时候领的证", WEDDING, "wife"),
+    ],
+)
+def test_a_question_about_a_birth_or_a_wedding_asks_for_that_event(question, kind, relation) -> None:
+    assert asked_about(question) == TypedQuestion(kind, relation=relation)
+
+
+def test_a_birth_or_a_wedding_is_given_in_the_words_the_question_did_not_use() -> None:
+    """The models do not read a birthday as a birth, nor 领证 as 结婚: the memory
+    that says it in the other words answers, and one about a relative does not."""
+    birthday = asked_about("When's my birthday again?")
+    assert states("Morag was born on 14 March 1978 in Maryhill.", birthday)
+    assert not states("Morag's brother Gregor was born in 1975.", birthday)
+    assert not states("Morag has a physiotherapy appointment on 15 December.", birthday)
+    wedding = asked_about("我俩啥时候领的证来着")
+    assert states("周海燕的结婚纪念日是五月二十日。", wedding)
+    assert not states("周海燕的女儿下个月结婚。", wedding)
+    # "我跟媳妇…": the couple's day, which a memory may say by their names.
+    assert states("孙浩和林晓的结婚纪念日是5月20日。", asked_about("俺跟媳妇儿啥时候领的证"))
