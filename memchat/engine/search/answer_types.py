@@ -151,12 +151,12 @@ _RELATION_ZH = re.compile(
 
 @dataclass(frozen=True)
 class AnswerType:
-    """How questions ask for one type of answer, for the user ("self"), and how
-    memories give it."""
+    """How questions ask for one type of answer (``asks``), for the user's own
+    (``users_own``), and how memories give it (``gives``)."""
 
     name: str
     asks: tuple[re.Pattern[str], ...]
-    self: tuple[re.Pattern[str], ...]
+    users_own: tuple[re.Pattern[str], ...]
     gives: tuple[re.Pattern[str], ...]
 
 
@@ -224,7 +224,7 @@ def _whose(query: str, kind: AnswerType) -> TypedQuestion | None:
     relation = relation_in(query)
     if relation is not None:
         return TypedQuestion(kind, relation=relation[0])
-    if any(pattern.search(query) for pattern in kind.self):
+    if any(pattern.search(query) for pattern in kind.users_own):
         return TypedQuestion(kind)
     names = [w.removesuffix("'s").removesuffix("’s") for w in _WORD.findall(query)]
     names = [w for w in names if w not in _NOT_NAMES and w[:1].isupper() and w[1:].islower()]
