@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .bridge import HAN_RE, MATCHES, RELATIONS, relation_in
+from .bridge import HAN_RE, MATCHES, is_name, relation_in, relations_named
 
 __all__ = ["TypedQuestion", "asked_about", "states"]
 
@@ -60,10 +60,11 @@ _SELF_ZH = re.compile(
     r"(?:我|俺|咱|用户|本人)(?:以前|现在|目前|原来|之前|年轻(?:时|的时候|时候)|平时|到底|究竟|主要|具体|本来"
     r"|在单位|一直|当年|退休前|过去)*(?:是|在|干|做|从事|工作|上班|\s*的?\s*(?:职业|营生|饭碗|行当))"
 )
-#: Words that start an English question, capitalised, and name no one.
-_NOT_NAMES = frozenset(
+#: Words that start an English question, capitalised, and name no one (besides the
+#: bridge's own: "I", "My", "The", "User"…).
+_QUESTION_WORDS = frozenset(
     {"What", "Whats", "What's", "Where", "Which", "Who", "Whose", "How", "When", "Why", "Do", "Does", "Did",
-     "Is", "Was", "Tell", "Remind", "Can", "Could", "I", "My", "User", "The", "Please", "Any"}
+     "Is", "Was", "Tell", "Remind", "Can", "Could", "Please", "Any"}
 )  # fmt: skip
 _WORD = re.compile(r"[^\W\d_][\w'’-]*")
 
@@ -130,22 +131,6 @@ _STATES_ZH = re.compile(
     r"(?:店|公司|餐馆|饭店|餐厅|诊所|工作室|厂|超市|茶行|铺|馆|行|农场|养殖场|排档|摊|档口|民宿|网店|小卖部)"
     r"|教(?:书|[^，。；！？,.;!?]{0,6}?(?:课|语文|数学|物理|化学|生物|英语|历史|地理|政治|音乐|体育|美术|钢琴))"
     r"|退休前|从事"
-)
-#: Relation words a memory names someone by ("Alice's husband Mark …"): its job is theirs.
-#: Single runes (姐, 哥, 妈) are left out: inside other words they mean other things.
-_RELATION_WORDS = {
-    w: g for g, words in RELATIONS.items() for w in words if not (HAN_RE.search(w) and len(w) < 2)
-}
-_RELATION_EN = re.compile(
-    r"\b("
-    + _ALT(
-        map(re.escape, sorted((w for w in _RELATION_WORDS if not HAN_RE.search(w)), key=len, reverse=True))
-    )
-    + r")(?:s|es)?\b",
-    _I,
-)
-_RELATION_ZH = re.compile(
-    _ALT(sorted((w for w in _RELATION_WORDS if HAN_RE.search(w)), key=len, reverse=True))
 )
 
 
@@ -227,13 +212,13 @@ def _whose(query: str, kind: AnswerType) -> TypedQuestion | None:
     if any(pattern.search(query) for pattern in kind.users_own):
         return TypedQuestion(kind)
     names = [w.removesuffix("'s").removesuffix("’s") for w in _WORD.findall(query)]
-    names = [w for w in names if w not in _NOT_NAMES and w[:1].isupper() and w[1:].islower()]
+    names = [w for w in names if is_name(w) and w not in _QUESTION_WORDS]
     if names:
         return TypedQuestion(kind, name=names[0])
     if _FIRST_PERSON.search(query):
         return None  # someone of the user's, not the user
-    chinese = kind.asks[1].search(query)
-    if chinese is not None and HAN_RE.search(query[: chinese.start()]):
+    chinese = [found for pattern in kind.asks if (found := pattern.search(query)) and HAN_RE.match(found[0])]
+    if chinese and HAN_RE.search(query[: chinese[0].start()]):
         return None  # "王强是干什么的": a Chinese name (the bridge asks so for "我老公")
     return TypedQuestion(kind)
 
@@ -245,8 +230,7 @@ def states(text: str, question: TypedQuestion) -> bool:
         return False
     if question.name is not None:
         return re.search(rf"\b{re.escape(question.name)}\b", text) is not None
-    named = {_RELATION_WORDS[found.group(1).lower()] for found in _RELATION_EN.finditer(text)}
-    named |= {_RELATION_WORDS[found] for found in _RELATION_ZH.findall(text)}
+    named = relations_named(text)
     if question.relation is None:
         return not named
     if question.kind is WEDDING and question.relation in _SPOUSES and not named:

@@ -57,6 +57,7 @@ __all__ = [
     "relation_in",
     "relation_of",
     "relation_words",
+    "relations_named",
 ]
 
 #: Relation words by the relation they name (English singular forms; a plural
@@ -157,6 +158,10 @@ _REL_ZH = "(" + "|".join(map(re.escape, _HAN)) + ")"
 _FIRST_RELATION_ZH = re.compile(r"^\s*(?:(?:我|俺|咱|用户)们?家(?:的|里)?)?" + _REL_ZH)
 _WITH_RELATION_ZH = re.compile(r"(?:我|俺|咱)[^\s的，。？！,.?!]{0,6}?(?:跟|和|给|与|同|陪|带)" + _REL_ZH)
 _WORD = re.compile(r"[\w'’-]+")
+#: Relation words anywhere in a text (``relations_named``): English whole words, and
+#: Chinese ones of two runes or more (姐, 哥, 妈 inside other words mean other things).
+_ANY_RELATION_EN = re.compile(r"\b" + _REL_EN, re.IGNORECASE)
+_ANY_RELATION_ZH = re.compile("|".join(w for w in _HAN if len(w) >= 2))
 T = TypeVar("T")
 #: A capitalised word after one of these is a place or a firm ("a friend in Berlin").
 _PLACE_BEFORE = frozenset({"in", "at", "from", "to", "near", "of", "on", "for", "into", "by"})
@@ -216,6 +221,13 @@ def relation_in(query: str) -> tuple[str, tuple[int, int]] | None:
         if found:
             return _GROUP_OF[found.group(1).lower()], found.span()
     return _unowned_relation(query)
+
+
+def relations_named(text: str) -> set[str]:
+    """The relation groups whose words ``text`` holds ("Alice's husband Mark…":
+    {"husband"}), whoever they are someone's of."""
+    named = {_GROUP_OF[found.group(1).lower()] for found in _ANY_RELATION_EN.finditer(text)}
+    return named | {_GROUP_OF[found] for found in _ANY_RELATION_ZH.findall(text)}
 
 
 def _unowned_relation(query: str) -> tuple[str, tuple[int, int]] | None:
