@@ -85,6 +85,15 @@ def held(*texts: str) -> list[Entry]:
         ("我幺妹儿做啥买卖？", "sister"),
         ("我妹办喜事是哪天", "sister"),
         ("我哥们的店在哪", "friend"),  # a buddy, not a brother
+        ("What does my mate from uni do?", "friend"),
+        ("Where does my bestie live?", "friend"),
+        ("我发小在哪上班？", "friend"),
+        ("我先生喜欢吃什么？", "husband"),
+        ("王先生住哪？", None),  # a Mr, not a husband
+        # A compound spelt with spaces is the one relative, not its first word.
+        ("Where does my mother in law live?", "mother-in-law"),
+        ("my brother in law's car", "brother-in-law"),
+        ("Who picks up my little one?", "child"),
     ],
 )
 def test_only_a_first_person_relation_asks_who(query, relation) -> None:
@@ -179,6 +188,9 @@ def test_the_wider_family_is_named_too() -> None:
     in_law = held("Nora's mother-in-law Maureen rings every Sunday evening.", "Nora's mother Peggy is 91.")
     assert bridge("Which day does my mother-in-law call?", in_law).name == "Maureen"
     assert bridge("How old is my mother?", in_law).name == "Peggy"  # not the mother-in-law
+    spaced = held("Nora's mother in law Maureen rings every Sunday evening.", "Nora's mother Peggy is 91.")
+    assert bridge("Which day does my mother in law call?", spaced).name == "Maureen"
+    assert bridge("How old is my mother?", spaced).name == "Peggy"
     assert bridge("我婆婆喜欢什么？", held("周海燕的婆婆王秀英住在苏州。")).name == "王秀英"
     grandchildren = held("Nora has three grandchildren, Oisín, Aoife and Cian.")
     assert bridge("What does my granddaughter like?", grandchildren).names == ("Oisín", "Aoife", "Cian")

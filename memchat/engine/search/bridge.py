@@ -72,28 +72,34 @@ RELATIONS: dict[str, tuple[str, ...]] = {
     ),
     "husband": (
         "husband", "hubby", "boyfriend", "fiance", "fiancé",
-        "老公", "丈夫", "老头子", "男朋友", "男友", "未婚夫",
+        "老公", "丈夫", "先生", "老头子", "男朋友", "男友", "未婚夫",
     ),
     "sibling": ("sibling", "兄弟姐妹"),
     "sister": ("sister", "sis", "姐姐", "妹妹", "大姐", "二姐", "小妹", "幺妹", "姐", "妹"),
     "brother": ("brother", "bro", "哥哥", "弟弟", "大哥", "二哥", "小弟", "兄长", "哥", "弟"),
     "mother": ("mother", "mom", "mum", "mam", "mommy", "mummy", "妈妈", "老妈", "妈", "母亲"),
     "father": ("father", "dad", "daddy", "爸爸", "老爸", "爸", "父亲"),
-    "child": ("child", "children", "kid", "孩子", "子女", "儿女"),
+    "child": ("child", "children", "kid", "kiddo", "little one", "wee one", "孩子", "子女", "儿女"),
     "son": ("son", "儿子"),
     "daughter": ("daughter", "女儿", "闺女"),
     # 哥们 before 哥: "我哥们" is a friend, not a brother.
-    "friend": ("friend", "pal", "朋友", "好朋友", "闺蜜", "哥们", "哥们儿", "铁哥们"),
+    "friend": (
+        "friend", "pal", "buddy", "bestie", "bff", "mate",
+        "朋友", "好朋友", "好友", "闺蜜", "闺密", "发小", "死党", "哥们", "哥们儿", "铁哥们",
+    ),
     "colleague": ("colleague", "coworker", "co-worker", "workmate", "同事", "工友"),
     # Not "manager": it is as often a job title ("a project manager at Siemens").
     "boss": ("boss", "老板", "领导", "上司"),
     "roommate": ("roommate", "flatmate", "housemate", "室友", "舍友"),
     # The wider family, each relative by the one word people use (search/kinship.py
     # asks "my husband's mother" as "my mother-in-law").
-    "mother-in-law": ("mother-in-law", "婆婆", "岳母", "丈母娘"),
-    "father-in-law": ("father-in-law", "公公", "岳父", "老丈人", "丈人"),
-    "sister-in-law": ("sister-in-law", "嫂子", "弟媳", "大姑子", "小姑子", "大姨子", "小姨子"),
-    "brother-in-law": ("brother-in-law", "姐夫", "妹夫", "大伯子", "小叔子", "大舅子", "小舅子"),
+    # Written with hyphens or spaces ("mother in law"): ``_key``.
+    "mother-in-law": ("mother-in-law", "mum-in-law", "mom-in-law", "婆婆", "岳母", "丈母娘"),
+    "father-in-law": ("father-in-law", "dad-in-law", "公公", "岳父", "老丈人", "丈人"),
+    "sister-in-law": ("sister-in-law", "sis-in-law", "嫂子", "弟媳", "大姑子", "小姑子", "大姨子", "小姨子"),
+    "brother-in-law": (
+        "brother-in-law", "bro-in-law", "姐夫", "妹夫", "大伯子", "小叔子", "大舅子", "小舅子",
+    ),
     "daughter-in-law": ("daughter-in-law", "儿媳妇", "儿媳"),
     "son-in-law": ("son-in-law", "女婿"),
     "grandmother": ("grandmother", "grandma", "granny", "外婆", "姥姥", "奶奶"),
@@ -123,8 +129,25 @@ for _wide, _narrow in _WIDER.items():
     MATCHES[_wide] = frozenset({_wide, *_narrow})
     for _group in _narrow:
         MATCHES[_group] = MATCHES[_group] | {_wide}
-_GROUP_OF = {word: group for group, words in RELATIONS.items() for word in words}
-_LATIN = sorted((w for w in _GROUP_OF if not HAN_RE.search(w)), key=len, reverse=True)
+
+
+#: Between the parts of a relation word: "mother-in-law", "mother in law".
+_PARTS = re.compile(r"[-\s]+")
+
+
+def _key(word: str) -> str:
+    """A relation word as the table is read: "Mother in law" is "mother-in-law"."""
+    return _PARTS.sub("-", word.lower())
+
+
+def _spelt(word: str) -> str:
+    """A relation word as a pattern: its parts joined by hyphens or spaces."""
+    return r"[-\s]+".join(map(re.escape, _PARTS.split(word)))
+
+
+_ALL_WORDS = [word for words in RELATIONS.values() for word in words]
+_GROUP_OF = {_key(word): group for group, words in RELATIONS.items() for word in words}
+_LATIN = sorted((w for w in _ALL_WORDS if not HAN_RE.search(w)), key=len, reverse=True)
 _HAN = sorted((w for w in _GROUP_OF if HAN_RE.search(w)), key=len, reverse=True)
 #: The Chinese relation words, longest first.
 HAN_RELATION_WORDS = tuple(_HAN)
@@ -132,7 +155,7 @@ HAN_RELATION_WORDS = tuple(_HAN)
 #: "The user's sister" is the same person: the user is the one these memories are
 #: about, and a model searching for them (memory_search) often writes so.
 MY_RELATION_EN = re.compile(
-    r"\b(?:my|(?:the\s+)?user['’]s)\s+(?:[a-z-]+\s+)?(" + "|".join(map(re.escape, _LATIN)) + r")(?:s|es)?\b",
+    r"\b(?:my|(?:the\s+)?user['’]s)\s+(?:[a-z-]+\s+)?(" + "|".join(map(_spelt, _LATIN)) + r")(?:s|es)?\b",
     # ASCII case only: Unicode's would take "ſiſ" (long s) for "sis", a word no table holds.
     re.IGNORECASE | re.ASCII,
 )
@@ -148,7 +171,7 @@ MY_RELATION_ZH = re.compile(
 #: sis" (Scots), "a colleague of mine"; "老伴 血糖", "我家小妹", "我每周几跟孙子视频"
 #: (Chinese leaves "my" out). Not "Declan's mam", "whose mum", "which coworker",
 #: "how many kids": another's relative, or any of several.
-_REL_EN = "(" + "|".join(map(re.escape, _LATIN)) + r")(?:s|es)?\b"
+_REL_EN = "(" + "|".join(map(_spelt, _LATIN)) + r")(?:s|es)?\b"
 _OUR_RELATION_EN = re.compile(
     r"\b(?:our|ma|mah|me|the)\s+(?:[a-z-]+\s+)?" + _REL_EN + r"(?!\s+of\b)", re.IGNORECASE | re.ASCII
 )
@@ -161,7 +184,14 @@ _WORD = re.compile(r"[\w'’-]+")
 #: Relation words anywhere in a text (``relations_named``): English whole words, and
 #: Chinese ones of two runes or more (姐, 哥, 妈 inside other words mean other things).
 _ANY_RELATION_EN = re.compile(r"\b" + _REL_EN, re.IGNORECASE)
-_ANY_RELATION_ZH = re.compile("|".join(w for w in _HAN if len(w) >= 2))
+#: 先生 is a husband after his owner (我先生, 周海燕的先生, 她先生), a Mr after a
+#: surname (王先生).
+_OWNED_SIR = "(?<=[我的她俺咱户和跟])先生"
+#: Relation words of several parts ("mother in law", "other half"), read as one.
+_COMPOUND_EN = re.compile(
+    r"\b(?:" + "|".join(_spelt(w) for w in _LATIN if _PARTS.search(w)) + r")\b", re.IGNORECASE | re.ASCII
+)
+_ANY_RELATION_ZH = re.compile("|".join(w if w != "先生" else _OWNED_SIR for w in _HAN if len(w) >= 2))
 T = TypeVar("T")
 #: A capitalised word after one of these is a place or a firm ("a friend in Berlin").
 _PLACE_BEFORE = frozenset({"in", "at", "from", "to", "near", "of", "on", "for", "into", "by"})
@@ -219,14 +249,14 @@ def relation_in(query: str) -> tuple[str, tuple[int, int]] | None:
     for pattern in (MY_RELATION_EN, MY_RELATION_ZH):
         found = pattern.search(query)
         if found:
-            return _GROUP_OF[found.group(1).lower()], found.span()
+            return _GROUP_OF[_key(found.group(1))], found.span()
     return _unowned_relation(query)
 
 
 def relations_named(text: str) -> set[str]:
     """The relation groups whose words ``text`` holds ("Alice's husband Mark…":
     {"husband"}), whoever they are someone's of."""
-    named = {_GROUP_OF[found.group(1).lower()] for found in _ANY_RELATION_EN.finditer(text)}
+    named = {_GROUP_OF[_key(found.group(1))] for found in _ANY_RELATION_EN.finditer(text)}
     return named | {_GROUP_OF[found] for found in _ANY_RELATION_ZH.findall(text)}
 
 
@@ -245,8 +275,8 @@ def _unowned_relation(query: str) -> tuple[str, tuple[int, int]] | None:
         # Only describing words before it: "big bro job", "late father", not "how many kids".
         if found is None or any(w.lower() in _NOT_OWN for w in found.group(1).split()):
             return None
-        return _GROUP_OF[found.group(2).lower()], found.span(2)
-    return _GROUP_OF[found.group(1).lower()], found.span()
+        return _GROUP_OF[_key(found.group(2))], found.span(2)
+    return _GROUP_OF[_key(found.group(1))], found.span()
 
 
 #: Words before a relation at a question's start that make it not the user's one
@@ -285,7 +315,7 @@ def _whole_word(text: str, start: int, end: int) -> bool:
 
 def _latin_group(word: str) -> str | None:
     """The relation group of an English word: "sister", "sisters", "sister's"."""
-    word = word.lower().removesuffix("'s").removesuffix("’s")
+    word = _key(word).removesuffix("'s").removesuffix("’s")
     for form in (word, word.removesuffix("s"), word.removesuffix("es")):
         if form in _GROUP_OF:
             return _GROUP_OF[form]
@@ -331,7 +361,7 @@ def _is_plural(word: str) -> bool:
     lower = word.lower()
     if lower in ("children", "grandchildren"):
         return True
-    return lower.endswith("s") and lower not in _GROUP_OF and "'" not in lower and "’" not in lower
+    return lower.endswith("s") and _key(lower) not in _GROUP_OF and "'" not in lower and "’" not in lower
 
 
 #: What a memory says of a relation: the names it gives the relative, and whose
@@ -340,7 +370,7 @@ Named = tuple[tuple[str, ...], str | None]
 
 
 def _latin_name(text: str, group: str) -> Named:
-    words = _WORD.findall(text)
+    words = _WORD.findall(_COMPOUND_EN.sub(lambda found: _key(found[0]), text))
     for i, word in enumerate(words):
         if _latin_group(word) not in MATCHES[group]:
             continue
