@@ -27,6 +27,8 @@ SELF = TypedQuestion()
         "我 职业",  # "王芳 职业", the user's name in the first person (search/user.py)
         "我做这行多少年了？",
         "What kind of shop do I run?",
+        "What do I do for a living?",
+        "what does the user do",
     ],
 )
 def test_a_question_about_the_users_own_work_asks_for_the_users_occupation(question) -> None:
@@ -42,6 +44,17 @@ def test_a_question_about_the_users_own_work_asks_for_the_users_occupation(quest
         ("我老公是做什么的？", "husband"),
         ("我妈退休前是干什么的", "mother"),
         ("闺蜜在哪上班", "friend"),
+        # "What does X do?", the commonest way to ask it, whoever X is.
+        ("What does my husband do?", "husband"),
+        ("What does my older sister do?", "sister"),
+        ("What did my dad do before he retired?", "father"),
+        # Everyday words for a friend or a husband, and an in-law spelt with spaces:
+        # not "my father" + "in law".
+        ("What does my mate from school do for work?", "friend"),
+        ("my buddy's job", "friend"),
+        ("我先生是干什么工作的？", "husband"),
+        ("my father in law job", "father-in-law"),
+        ("What does my mum in law do?", "mother-in-law"),
     ],
 )
 def test_a_question_about_a_relatives_work_asks_for_theirs(question, relation) -> None:
@@ -57,9 +70,9 @@ def test_a_question_about_a_relatives_work_asks_for_theirs(question, relation) -
         "工作日谁接孩子？",  # 工作日: a weekday, not work
         "我婆婆每天下午去公园干什么？",
         # Someone of the user's the relation table does not know: not the user's own job.
-        "What does my mate from school do for work?",
-        "我先生是干什么工作的？",
         "我读书时的上铺兄弟现在干哪行？",
+        "What should I do?",
+        "What did we do last weekend?",
         "王强是干什么的？",  # a name: the bridge asks "我老公…" so once it knows his
     ],
 )
@@ -87,6 +100,12 @@ def test_a_named_persons_job_is_theirs() -> None:
         "老李在市第一中学教高三数学",
         "她在一家银行做柜员",
         "用户在成都开了一家火锅店",
+        # A job said by its work, or by where it is done.
+        "Owen drives passenger trains for Transport for Wales",
+        "User drives a taxi in Cork",
+        "用户在青岛开出租车，专跑夜班",
+        "Maggie works at Shannon Airport",
+        "Has worked there for nineteen years",
     ],
 )
 def test_a_memory_saying_what_the_user_does_for_a_living_answers_the_users_question(memory) -> None:
@@ -101,6 +120,8 @@ def test_a_memory_saying_what_the_user_does_for_a_living_answers_the_users_quest
         "Alice works out at the gym on Mondays",
         "用户每天早上六点起床",
         "用户喜欢在家做饭",
+        "User drives a pickup truck",  # a car of one's own
+        "用户每天开车上班",
     ],
 )
 def test_a_memory_about_something_else_says_no_occupation(memory) -> None:

@@ -338,6 +338,29 @@ async def test_a_question_about_the_users_own_job_finds_hers_not_her_husbands(ma
     ]
 
 
+WORK_BY_ITS_DOING = [
+    "Owen drives passenger trains on the Cardiff to Swansea line.",
+    "Owen's wife Bethan is a primary school teacher in Penarth.",
+    "Owen's son Rhys works as an electrician in Bristol.",
+    "Owen lives in a terraced house in Canton, Cardiff.",
+    "Owen has a border collie called Mot.",
+    "Owen's mother in law Glenys used to run a bakery in Porthcawl.",
+    "Owen's mother Nia is a retired midwife.",
+    "Owen plays rugby for a veterans' team on Saturdays.",
+    "Owen is allergic to penicillin.",
+    "Owen's best mate Huw keeps racing pigeons.",
+]
+
+
+@pytest.mark.parametrize("question", ["What do I do for a living?", "occupation"])
+async def test_a_job_said_by_its_work_answers_the_question_about_the_users(make_service, question) -> None:
+    """ "Drives passenger trains" names no job title: the son's "works as an
+    electrician" came first, the trains not at all. A professional driver's
+    vehicles say the occupation (search/answer_types.py)."""
+    svc = await _holding(make_service, WORK_BY_ITS_DOING)
+    assert (await _texts(svc, question, max_results=3))[:1] == [WORK_BY_ITS_DOING[0]]
+
+
 LIVES_AND_JOBS = [
     "Owen lives in a terraced house in Canton, Cardiff.",
     "Owen's mother Glenys lives in a care home in Porthcawl.",

@@ -12,8 +12,9 @@ close to the word "work", not to a sentence that says what someone works as.
 So hybrid search reads the question's answer type, as question answering
 systems do: ``asked_about`` says whether a question asks for an occupation and
 whose (the user's, or a relative's by the relation word), and ``states`` whether
-a memory says one for that person: "works as", "is a pharmacist", "runs a
-farm", "teaches", "当护士", "是一名程序员", "在医院工作", "开了一家花店". A memory
+a memory says one for that person: "works as", "works at", "is a pharmacist",
+"runs a farm", "teaches", "drives trains" (a job said by its work), "当护士",
+"是一名程序员", "在医院工作", "开了一家花店", "开出租车". A memory
 that does gets a typed match (fusion.py). Closed lists of general words, in
 English and Chinese; a question that asks for no occupation is ranked as before.
 
@@ -38,7 +39,10 @@ _I = re.IGNORECASE
 _ASKS_EN = re.compile(
     r"\b(?:jobs?|occupations?|professions?|careers?|employers?|employed|employment|livelihood"
     r"|line\s+of\s+(?:work|business)|do\s+(?:for|at)\s+work|work\s+as|vocation)\b"
-    r"|\bwhat\s+(?:do|does|did)\s+(?:i|you|he|she|they|[a-z][\w'’-]*)\s+do\s*(?:now|nowadays|these\s+days)?\s*[?.!]*\s*$"
+    r"|\b(?:for|make|makes|made|earn|earns|earned)\s+a\s+living\b"
+    # "What does my older sister do?", "What did Dad do before he retired?"
+    r"|\bwhat\s+(?:do|does|did)\s+(?:[\w'’-]+\s+){0,3}?[\w'’-]+\s+do"
+    r"(?:\s+(?:now|nowadays|these\s+days|for\s+(?:work|money)|before\s+(?:\w+\s+)?retir\w*))?\s*[?.!]*\s*$"
     r"|\bwhere\s+(?:do|does|did)\s+\w+\s+work\b"
     r"|\b(?:shop|store|business|company|firm|restaurant|farm|practice)\s+(?:do|does|did)\s+\w+\s+(?:run|own)\b",
     _I,
@@ -98,7 +102,11 @@ _BUSINESSES_EN = (
 )  # fmt: skip
 _ALT = "|".join
 _STATES_EN = re.compile(
-    r"\bwork(?:s|ed|ing)?\s+(?:as|for)\b"
+    r"\bwork(?:s|ed|ing)?\s+(?:as|for|at|there)\b"
+    # A job said by its work: "drives trains", "drives a taxi", "delivers parcels".
+    r"|\bdriv(?:es|ing|e|ers?)\s+(?:(?:an?|the)\s+(?:[\w-]+\s+)?(?:taxi|cab|bus|lorry|ambulance|tram|coach|hgv)"
+    r"|(?:[\w-]+\s+)?(?:trains|buses|taxis|cabs|lorries|trucks|ambulances|trams|coaches|forklifts))\b"
+    r"|\bdeliver(?:s|ed|ing)?\s+(?:the\s+)?(?:post|mail|parcels|packages)\b"
     r"|\bwork(?:s|ed|ing)?\s+(?:full|part)[-\s]time\b"
     r"|\b(?:employed|hired)\s+(?:as|by|at)\b"
     r"|\b(?:teach|teaches|taught|teaching)\b"
@@ -131,6 +139,8 @@ _STATES_ZH = re.compile(
     r"(?:店|公司|餐馆|饭店|餐厅|诊所|工作室|厂|超市|茶行|铺|馆|行|农场|养殖场|排档|摊|档口|民宿|网店|小卖部)"
     r"|教(?:书|[^，。；！？,.;!?]{0,6}?(?:课|语文|数学|物理|化学|生物|英语|历史|地理|政治|音乐|体育|美术|钢琴))"
     r"|退休前|从事"
+    r"|开(?:出租|的士|网约车|公交|大巴|货车|卡车|长途|救护车|地铁|火车|高铁|吊车|挖掘机|叉车)"
+    r"|跑(?:出租|运输|滴滴|网约车|长途|货运)|送(?:快递|外卖)"
 )
 
 
