@@ -94,6 +94,14 @@ def held(*texts: str) -> list[Entry]:
         ("Where does my mother in law live?", "mother-in-law"),
         ("my brother in law's car", "brother-in-law"),
         ("Who picks up my little one?", "child"),
+        ("what does my boy do for work these days", "son"),
+        ("my girl's school", "daughter"),
+        ("my boyfriend's job", "husband"),  # not "my boy"
+        ("我娘现在跟谁过", "mother"),
+        ("我爹以前干啥的", "father"),
+        # "the child's dad": the husband, not the child.
+        ("孩子他爸在哪上班？", "husband"),
+        ("我家孩子他妈喜欢吃啥", "wife"),
     ],
 )
 def test_only_a_first_person_relation_asks_who(query, relation) -> None:

@@ -69,19 +69,22 @@ RELATIONS: dict[str, tuple[str, ...]] = {
     "wife": (
         "wife", "wifey", "missus", "girlfriend", "fiancee", "fiancée",
         "老婆", "妻子", "太太", "媳妇", "媳妇儿", "婆娘", "老婆子", "女朋友", "女友", "未婚妻",
+        # "the child's mum": before 孩子, the child.
+        "孩子他妈", "孩子她妈", "孩子他娘", "孩子妈", "娃他妈", "娃她妈",
     ),
     "husband": (
         "husband", "hubby", "boyfriend", "fiance", "fiancé",
         "老公", "丈夫", "先生", "老头子", "男朋友", "男友", "未婚夫",
+        "孩子他爸", "孩子她爸", "孩子他爹", "孩子爸", "娃他爸", "娃她爸",
     ),
     "sibling": ("sibling", "兄弟姐妹"),
     "sister": ("sister", "sis", "姐姐", "妹妹", "大姐", "二姐", "小妹", "幺妹", "姐", "妹"),
     "brother": ("brother", "bro", "哥哥", "弟弟", "大哥", "二哥", "小弟", "兄长", "哥", "弟"),
-    "mother": ("mother", "mom", "mum", "mam", "mommy", "mummy", "妈妈", "老妈", "妈", "母亲"),
-    "father": ("father", "dad", "daddy", "爸爸", "老爸", "爸", "父亲"),
+    "mother": ("mother", "mom", "mum", "mam", "mommy", "mummy", "妈妈", "老妈", "妈", "母亲", "老娘", "娘"),
+    "father": ("father", "dad", "daddy", "爸爸", "老爸", "爸", "父亲", "老爹", "爹"),
     "child": ("child", "children", "kid", "kiddo", "little one", "wee one", "孩子", "子女", "儿女"),
-    "son": ("son", "儿子"),
-    "daughter": ("daughter", "女儿", "闺女"),
+    "son": ("son", "boy", "lad", "laddie", "儿子"),
+    "daughter": ("daughter", "girl", "lass", "lassie", "女儿", "闺女"),
     # 哥们 before 哥: "我哥们" is a friend, not a brother.
     "friend": (
         "friend", "pal", "buddy", "bestie", "bff", "mate",
@@ -264,7 +267,8 @@ def _unowned_relation(query: str) -> tuple[str, tuple[int, int]] | None:
     if HAN_RE.search(query):
         for pattern in (_FIRST_RELATION_ZH, _WITH_RELATION_ZH):
             found = pattern.search(query)
-            if found and _whole_word(query, found.start(1), found.end(1)):
+            # jieba's dictionary holds no 孩子他爸: a phrase of four runes is no part of another word.
+            if found and (len(found.group(1)) >= 4 or _whole_word(query, found.start(1), found.end(1))):
                 return _GROUP_OF[found.group(1)], found.span(1 if pattern is _WITH_RELATION_ZH else 0)
         return None
     if _names_someone(query):
