@@ -361,6 +361,29 @@ async def test_a_job_said_by_its_work_answers_the_question_about_the_users(make_
     assert (await _texts(svc, question, max_results=3))[:1] == [WORK_BY_ITS_DOING[0]]
 
 
+DAYS_AND_PASTIMES = [
+    "周红每天早上五点半起床，先去公园打太极拳。",
+    "周红的老公每天晚上十二点以后才睡。",
+    "周红在一家超市做收银员。",
+    "周红业余喜欢唱越剧，参加了社区的戏迷协会。",
+    "周红养了一只橘猫，叫胖虎。",
+    "周红最爱吃酸菜鱼。",
+    "周红的女儿在南京读大学。",
+    "周红有高血压，每天早上吃一片降压药。",
+    "周红打算明年春天去云南旅游。",
+    "周红开一辆红色的比亚迪。",
+]
+
+
+@pytest.mark.parametrize(("question", "answer"), [("作息", 0), ("我有啥爱好", 3)])
+async def test_a_question_about_the_days_rhythm_or_a_pastime_finds_it(make_service, question, answer) -> None:
+    """ "作息" found nothing and "我有啥爱好" only the favourite dish: the models read
+    neither a time of waking as a routine nor singing opera as a hobby. Each asks
+    for a type of answer those memories give (search/answer_types.py)."""
+    svc = await _holding(make_service, DAYS_AND_PASTIMES)
+    assert (await _texts(svc, question, max_results=3))[:1] == [DAYS_AND_PASTIMES[answer]]
+
+
 LIVES_AND_JOBS = [
     "Owen lives in a terraced house in Canton, Cardiff.",
     "Owen's mother Glenys lives in a care home in Porthcawl.",

@@ -1,5 +1,6 @@
 """The type of answer a question asks for, whose, and the memories that give it:
-what someone does for a living, when they were born, when they married.
+what someone does for a living, when they were born, when they married, when
+they wake and sleep, what they do for pleasure.
 
 "What's my job?" is the question a new user asks first, and the offline models
 answer it badly: "Alice works as a nurse" stood 1.4 spreads out of the query's
@@ -21,8 +22,10 @@ English and Chinese; a question that asks for no occupation is ranked as before.
 Two life events work the same way, for the same reason: "When's my birthday
 again?" did not find "Morag was born on 14 March 1978" (the models do not read
 a birthday as a birth), nor "我俩啥时候领的证来着" "周海燕的结婚纪念日是五月二十日".
-Each type is an ``AnswerType``: how questions ask for it, how they ask for the
-user's own, and how memories give it.
+So do when someone wakes and sleeps ("作息" did not find "每天早上六点起床") and what
+they do for pleasure ("我有啥爱好" did not find "业余喜欢唱花鼓戏"). Each type is an
+``AnswerType``: how questions ask for it, how they ask for the user's own, and how
+memories give it.
 """
 
 from __future__ import annotations
@@ -186,9 +189,83 @@ WEDDING = AnswerType(
     ),
     (re.compile(r"\b(?:married|wedding|anniversary|marriage)\b", _I), re.compile(r"结婚|领证|婚礼|纪念日")),
 )
+#: When someone sleeps and wakes: "作息" did not find "每天早上六点起床", nor "我一天
+#: 是怎么开头的" "丽华每天早上六点起床". Not "routine" or 早起 alone: a morning routine
+#: or an early swim asks about what is done, not about waking.
+_WAKE_OR_SLEEP = (
+    r"(?:wake|get\s+up|go\s+to\s+bed|turn\s+in|hit\s+the\s+(?:sack|hay)"
+    r"|(?:roll|get|climb)\s+out\s+of\s+bed)\b"
+)
+ROUTINE = AnswerType(
+    "routine",
+    (
+        re.compile(
+            r"\b(?:bed\s*time|go(?:es)?\s+to\s+bed|wake|wakes|waking|get\s+up|gets\s+up|alarm|out\s+of\s+bed"
+            r"|sleep\s+schedule|early\s+bird|night\s+owl|turn\s+in|hit\s+the\s+(?:sack|hay))\b",
+            _I,
+        ),
+        re.compile(r"作息|生物钟|几点(?:钟)?(?:睡|起|上床|休息|爬起)|一天[^，。？！?,.!]{0,3}(?:开头|开始)"),
+    ),
+    (
+        re.compile(
+            r"\b(?:my|our|user['’]s)\s+(?:[\w-]+\s+)?(?:bed\s*time|alarm|sleep\s+schedule)\b"
+            rf"|\b(?:do|did|does|should)\s+(?:i|we|user)\s+(?:\w+ly\s+)?{_WAKE_OR_SLEEP}"
+            rf"|\bi\s+(?:\w+ly\s+)?{_WAKE_OR_SLEEP}",
+            _I,
+        ),
+        re.compile(
+            r"(?:我|俺|咱|用户|本人)(?:们)?的?[^，。？！?,.!\s]{0,6}?(?:作息|生物钟|睡|起|上床|休息|开头|开始)"
+        ),
+    ),
+    (
+        re.compile(
+            r"\b(?:goes|go|went|going)\s+to\s+(?:bed|sleep)\b|\b(?:wakes?|woke|waking|gets?|got|getting)\s+up\b"
+            r"|\bbed\s*time\b|\basleep\s+by\b|\bearly\s+riser\b|\bnight\s+owl\b",
+            _I,
+        ),
+        re.compile(r"睡觉|入睡|就寝|起床|上床|熬夜|早睡|晚睡|作息|生物钟"),
+    ),
+)
+#: What someone does for pleasure: "what do I tinker with as a pastime" did not find
+#: "Maggie's hobby is restoring vintage bicycles", nor "我有啥爱好" "晓梅业余喜欢唱花鼓戏".
+HOBBY = AnswerType(
+    "hobby",
+    (
+        re.compile(
+            r"\b(?:hobby|hobbies|pastimes?|for\s+fun|spare\s+time|free\s+time|leisure|downtime|days?\s+off)\b",
+            _I,
+        ),
+        re.compile(
+            r"爱好|兴趣|业余|消遣|闲暇|空闲|休息日|(?:周末|平时|没事|闲着|有空)[^，。？！?,.!]{0,3}(?:爱|喜欢)(?:干|做|玩|弄|搞)"
+        ),
+    ),
+    (
+        re.compile(
+            r"\b(?:my|user['’]s)\s+(?:[\w-]+\s+)?(?:hobby|hobbies|pastimes?|spare\s+time|free\s+time|leisure|downtime"
+            r"|days?\s+off)\b|\b(?:do|does|did)\s+(?:i|user)\s+(?:do|make|play|tinker)\b",
+            _I,
+        ),
+        re.compile(
+            r"(?:我|俺|咱|用户|本人)(?:们)?的?[^，。？！?,.!\s]{0,6}?"
+            r"(?:爱好|兴趣|业余|消遣|闲暇|空闲|休息日|爱干|爱玩|爱做|喜欢干|喜欢玩|喜欢做)"
+        ),
+    ),
+    (
+        re.compile(
+            r"\b(?:hobby|hobbies|pastimes?|for\s+fun|in\s+(?:his|her|their|my)\s+(?:spare|free)\s+time"
+            r"|(?:enjoys|loves|likes)\s+(?:\w+\s+)?(?!(?:morn|even|some|no|every)?thing\b|morning|evening)\w+ing"
+            r"|likes\s+to\s+\w+|keen\s+\w+er|avid|is\s+into)\b",
+            _I,
+        ),
+        re.compile(
+            r"爱好|兴趣|业余|消遣|闲暇|有空(?:就|时|的时候)|迷上|热衷|票友"
+            r"|喜欢(?!吃|喝)[^，。；！？,.;!?]{0,2}?(?:去|玩|打|踢|下|钓|跑|爬|唱|跳|弹|拉|画|练|逛|骑|游|种|养|听|拍|收藏|徒步)"
+        ),
+    ),
+)
 _SPOUSES = frozenset({"wife", "husband", "partner"})
 #: The types read, in this order (a question asking for two gets the first).
-ANSWER_TYPES = (OCCUPATION, BIRTH, WEDDING)
+ANSWER_TYPES = (OCCUPATION, BIRTH, WEDDING, ROUTINE, HOBBY)
 
 
 @dataclass(frozen=True)
