@@ -33,6 +33,9 @@ from memchat.engine.search.kinship import in_one_word, named_relative
         ("闺女的儿子上初几了？", "我外孙上初几了？"),
         ("我妹的儿子多大", "我外甥多大"),
         ("daughter's son school", "my grandson school"),
+        # A partner is a husband or a wife: their parent is either word's.
+        ("对象的妈妈身体咋样", "我婆婆、岳母、丈母娘身体咋样"),
+        ("What does my partner's sister do?", "What does my sister-in-law do?"),
     ],
 )
 def test_two_steps_are_asked_as_one_word(query, asked) -> None:

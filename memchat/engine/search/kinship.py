@@ -50,11 +50,15 @@ _ELDER_OR_YOUNGER = {
 _SIBLING = {step: step.split()[1] for step in _ELDER_OR_YOUNGER.values()}
 
 
+#: The relations a step may be.
+_STEP_GROUPS = ("husband", "wife", "partner", "mother", "father", "son", "daughter", "sister", "brother")
+
+
 def _steps() -> dict[str, tuple[str, ...]]:
     """The words of each step: the bridge's relation words (one list of them)."""
     steps = {
         group: tuple(w for w in RELATIONS[group] if w not in _NOT_MARRIED and w not in _ELDER_OR_YOUNGER)
-        for group in ("husband", "wife", "mother", "father", "son", "daughter", "sister", "brother")
+        for group in _STEP_GROUPS
     }
     for word, step in _ELDER_OR_YOUNGER.items():
         steps[step] = (*steps.get(step, ()), word)
@@ -72,6 +76,11 @@ _ONE_WORD: dict[tuple[str, str], tuple[str, str]] = {
     ("husband", "father"): ("father-in-law", "公公"),
     ("wife", "mother"): ("mother-in-law", "岳母、丈母娘"),
     ("wife", "father"): ("father-in-law", "岳父、老丈人"),
+    # A partner is a husband or a wife: either word.
+    ("partner", "mother"): ("mother-in-law", "婆婆、岳母、丈母娘"),
+    ("partner", "father"): ("father-in-law", "公公、岳父、老丈人"),
+    ("partner", "sister"): ("sister-in-law", "小姑子、大姑子、小姨子、大姨子"),
+    ("partner", "brother"): ("brother-in-law", "小叔子、大伯子、小舅子、大舅子"),
     ("mother", "mother"): ("grandmother, grandma", "外婆、姥姥"),
     ("mother", "father"): ("grandfather, grandpa", "外公、姥爷"),
     ("father", "mother"): ("grandmother, grandma", "奶奶"),
