@@ -9,6 +9,7 @@ from memchat.engine.search.answer_types import (
     BIRTH,
     HOBBY,
     OCCUPATION,
+    RESIDENCE,
     ROUTINE,
     WEDDING,
     TypedQuestion,
@@ -116,6 +117,9 @@ def test_a_named_persons_job_is_theirs() -> None:
         "用户在青岛开出租车，专跑夜班",
         "Maggie works at Shannon Airport",
         "Has worked there for nineteen years",
+        # A Chinese job the list lacks, by its suffix.
+        "用户是冰雕师，每年冬天在哈尔滨带一个雕刻队。",
+        "老张是个石匠",
     ],
 )
 def test_a_memory_saying_what_the_user_does_for_a_living_answers_the_users_question(memory) -> None:
@@ -132,6 +136,7 @@ def test_a_memory_saying_what_the_user_does_for_a_living_answers_the_users_quest
         "用户喜欢在家做饭",
         "User drives a pickup truck",  # a car of one's own
         "用户每天开车上班",
+        "用户是健身房会员",  # a member, not a job
     ],
 )
 def test_a_memory_about_something_else_says_no_occupation(memory) -> None:
@@ -166,6 +171,9 @@ def test_a_relatives_job_answers_the_question_about_them_not_the_users() -> None
         ("What do I do for fun?", HOBBY, None),
         ("我休息日爱干啥？", HOBBY, None),
         ("my dad's hobbies", HOBBY, "father"),
+        ("我家在哪片儿？", RESIDENCE, None),
+        ("which town's closest to my place", RESIDENCE, None),
+        ("wheres my sis live these days", RESIDENCE, "sister"),
     ],
 )
 def test_a_question_about_a_birth_or_a_wedding_asks_for_that_event(question, kind, relation) -> None:
@@ -210,3 +218,11 @@ def test_what_someone_does_for_pleasure_answers_a_question_about_their_hobbies()
     # Food is a liking, not a pastime; a relative's hobby is theirs.
     assert not states("用户喜欢吃辣，最爱剁椒鱼头。", asked_about("我有啥爱好"))
     assert not states("The user's wife enjoys gardening.", hobby)
+
+
+def test_where_someone_lives_answers_a_question_about_their_home() -> None:
+    home = asked_about("我家在哪片儿？")
+    assert states("伟明在高新区租了一套两居室。", home)
+    assert states("User lives on a lifestyle block outside Motueka.", asked_about("how big is my property"))
+    assert not states("用户住院三天，上周出院了。", home)  # 住院: in hospital, not a home
+    assert not states("伟明的妈妈住在郫县老家。", home)  # the mother's home

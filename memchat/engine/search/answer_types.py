@@ -135,6 +135,8 @@ _JOBS_ZH = (
 )  # fmt: skip
 _STATES_ZH = re.compile(
     rf"(?:当|做|是|是一名|是一位|是个|担任|干|成为|作为)[^，。；！？,.;!?]{{0,10}}?(?:{_ALT(_JOBS_ZH)})"
+    # A job the list lacks by its suffix: 冰雕师, 调酒师, 石匠, 安检员 (not 会员, 队员).
+    r"|(?:当|是|是一名|是一位|是个|担任|成为)[\u4e00-\u9fff]{1,4}?(?:师|匠|(?<![会成党团队学社])员)(?![\u4e00-\u9fff])"
     r"|在[^，。；！？,.;!?]{1,16}?(?:工作|上班|任职|打工|教书|当差|实习)"
     r"|在[^，。；！？,.;!?]{0,12}?(?:公司|银行|医院|学校|工厂|厂|酒店|餐厅|商场|超市|机关|单位|集团|研究所|大学"
     r"|中学|小学|幼儿园|诊所|局|报社|电视台|律所|事务所)(?:里)?(?:做|当|教|开|写|管|负责|带)"
@@ -263,9 +265,45 @@ HOBBY = AnswerType(
         ),
     ),
 )
+#: Where someone lives: "我家在哪片儿？" did not find "伟明在高新区租了一套两居室", nor
+#: "which town's closest to my place" "User lives on a lifestyle block outside Motueka".
+_HOMES_EN = r"(?:place|home|house|flat|apartment|property|address|neighbou?rhood)"
+RESIDENCE = AnswerType(
+    "residence",
+    (
+        re.compile(
+            r"\bwhere\s+(?:do|does|did)\s+(?:[\w'’-]+\s+){1,3}?(?:live|stay|reside)\b"
+            rf"|\b(?:lives?|lived|reside|resides)\b|\b(?:my|our|user['’]s)\s+{_HOMES_EN}\b|\baddress\b",
+            _I,
+        ),
+        re.compile(
+            r"住(?:在)?(?:哪|什么地方|啥地方|哪个)|家(?:住|在)|住址|地址|落脚|住的地方|住处|哪个小区|哪片"
+        ),
+    ),
+    (
+        re.compile(
+            r"\b(?:do|did|does)\s+(?:i|we|user)\s+(?:\w+\s+)?(?:live|stay|reside)\b|\bi\s+(?:live|stay)\b"
+            rf"|\b(?:my|our|user['’]s)\s+{_HOMES_EN}\b",
+            _I,
+        ),
+        re.compile(
+            r"(?:我|俺|咱|用户|本人)(?:们)?(?:家|的)?[^，。？！?,.!\s]{0,6}?(?:住|家在|落脚|地址|住址|哪片)"
+        ),
+    ),
+    (
+        re.compile(
+            r"\b(?:lives?|living|lived|resides?|stays?)\s+(?:in|on|at|near|outside|with|just|by|above|close)\b"
+            r"|\b(?:moved|relocated)\s+to\b|\bhome\s+is\b"
+            r"|\b(?:house|flat|apartment|bungalow|cottage|condo|block)\s+(?:in|on|at|near|outside)\b"
+            r"|\b(?:rents?|bought)\s+an?\s+(?:[\w-]+\s+){0,2}?(?:house|flat|home|apartment)\b",
+            _I,
+        ),
+        re.compile(r"住在|住(?!院)|家在|安家|落户|定居|租了|买了房|搬到|搬去|小区"),
+    ),
+)
 _SPOUSES = frozenset({"wife", "husband", "partner"})
 #: The types read, in this order (a question asking for two gets the first).
-ANSWER_TYPES = (OCCUPATION, BIRTH, WEDDING, ROUTINE, HOBBY)
+ANSWER_TYPES = (OCCUPATION, BIRTH, WEDDING, ROUTINE, HOBBY, RESIDENCE)
 
 
 @dataclass(frozen=True)
