@@ -352,15 +352,6 @@ WORK_BY_ITS_DOING = [
 ]
 
 
-@pytest.mark.parametrize("question", ["What do I do for a living?", "occupation"])
-async def test_a_job_said_by_its_work_answers_the_question_about_the_users(make_service, question) -> None:
-    """ "Drives passenger trains" names no job title: the son's "works as an
-    electrician" came first, the trains not at all. A professional driver's
-    vehicles say the occupation (search/answer_types.py)."""
-    svc = await _holding(make_service, WORK_BY_ITS_DOING)
-    assert (await _texts(svc, question, max_results=3))[:1] == [WORK_BY_ITS_DOING[0]]
-
-
 DAYS_AND_PASTIMES = [
     "周红每天早上五点半起床，先去公园打太极拳。",
     "周红的老公每天晚上十二点以后才睡。",
@@ -375,13 +366,25 @@ DAYS_AND_PASTIMES = [
 ]
 
 
-@pytest.mark.parametrize(("question", "answer"), [("作息", 0), ("我有啥爱好", 3)])
-async def test_a_question_about_the_days_rhythm_or_a_pastime_finds_it(make_service, question, answer) -> None:
-    """ "作息" found nothing and "我有啥爱好" only the favourite dish: the models read
-    neither a time of waking as a routine nor singing opera as a hobby. Each asks
-    for a type of answer those memories give (search/answer_types.py)."""
-    svc = await _holding(make_service, DAYS_AND_PASTIMES)
-    assert (await _texts(svc, question, max_results=3))[:1] == [DAYS_AND_PASTIMES[answer]]
+@pytest.mark.parametrize(
+    ("memories", "question", "answer"),
+    [
+        (WORK_BY_ITS_DOING, "What do I do for a living?", 0),
+        (WORK_BY_ITS_DOING, "occupation", 0),
+        (DAYS_AND_PASTIMES, "作息", 0),
+        (DAYS_AND_PASTIMES, "我有啥爱好", 3),
+    ],
+)
+async def test_the_memory_giving_the_type_of_answer_asked_for_comes_first(
+    make_service, memories, question, answer
+) -> None:
+    """The models read none of these as their answer: "drives passenger trains"
+    names no job title (the son's "works as an electrician" came first, the
+    trains not at all), "作息" found nothing, and "我有啥爱好" only the favourite
+    dish. Each question asks for a type of answer (an occupation, when one wakes,
+    a pastime) that its memory gives (search/answer_types.py)."""
+    svc = await _holding(make_service, memories)
+    assert (await _texts(svc, question, max_results=3))[:1] == [memories[answer]]
 
 
 LIVES_AND_JOBS = [

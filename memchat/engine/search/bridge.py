@@ -69,7 +69,7 @@ RELATIONS: dict[str, tuple[str, ...]] = {
     "wife": (
         "wife", "wifey", "missus", "girlfriend", "fiancee", "fiancée",
         "老婆", "妻子", "太太", "媳妇", "媳妇儿", "婆娘", "老婆子", "女朋友", "女友", "未婚妻",
-        # "the child's mum": before 孩子, the child.
+        # 孩子他妈, "the child's mum", is the wife: read before 孩子 (longest first).
         "孩子他妈", "孩子她妈", "孩子他娘", "孩子妈", "娃他妈", "娃她妈",
     ),
     "husband": (
