@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from memchat.engine.search.answer_types import (
+    APPOINTMENT,
     BIRTH,
     HOBBY,
     OCCUPATION,
@@ -54,6 +55,7 @@ def test_a_question_about_the_users_own_work_asks_for_the_users_occupation(quest
         ("我老公是做什么的？", "husband"),
         ("我妈退休前是干什么的", "mother"),
         ("闺蜜在哪上班", "friend"),
+        ("细妹做咩工", "sister"),  # Cantonese
         # "What does X do?", the commonest way to ask it, whoever X is.
         ("What does my husband do?", "husband"),
         ("What does my older sister do?", "sister"),
@@ -159,6 +161,7 @@ def test_a_relatives_job_answers_the_question_about_them_not_the_users() -> None
         ("When's my birthday?", BIRTH, None),
         ("When was I born?", BIRTH, None),
         ("咱哪天过生儿来着？", BIRTH, None),
+        ("用户几时出世", BIRTH, None),  # Cantonese
         ("我太太的生日是哪天？", BIRTH, "wife"),
         ("Tell me when our anniversary is.", WEDDING, None),
         ("我俩啥时候领的证来着", WEDDING, None),
@@ -174,6 +177,9 @@ def test_a_relatives_job_answers_the_question_about_them_not_the_users() -> None
         ("我家在哪片儿？", RESIDENCE, None),
         ("which town's closest to my place", RESIDENCE, None),
         ("wheres my sis live these days", RESIDENCE, "sister"),
+        ("Remind me when I'm seeing someone about my knee", APPOINTMENT, None),
+        ("我下次拍片子是哪天", APPOINTMENT, None),
+        ("when is the car booked in for maintenance", APPOINTMENT, None),  # the request stripped
     ],
 )
 def test_a_question_about_a_birth_or_a_wedding_asks_for_that_event(question, kind, relation) -> None:
@@ -226,3 +232,18 @@ def test_where_someone_lives_answers_a_question_about_their_home() -> None:
     assert states("User lives on a lifestyle block outside Motueka.", asked_about("how big is my property"))
     assert not states("用户住院三天，上周出院了。", home)  # 住院: in hospital, not a home
     assert not states("伟明的妈妈住在郫县老家。", home)  # the mother's home
+
+
+def test_an_appointment_answers_a_question_about_when_one_is_due() -> None:
+    """ "我下次拍片子是哪天" did not find "…要去医大二院复查腰椎核磁共振": the models
+    read a scan as no re-examination. A day of the week asked about is not an
+    appointment, and a relative's appointment is theirs."""
+    scan = asked_about("我下次拍片子是哪天")
+    assert states("用户2027年1月10日上午要去医大二院复查腰椎核磁共振。", scan)
+    assert states(
+        "Morag has a physiotherapy appointment on 15 December.",
+        asked_about("Remind me when I'm seeing someone about my knee"),
+    )
+    assert not states("用户的妈妈下周三去医院复查血糖。", scan)
+    assert not states("用户每周三晚上去打羽毛球。", scan)
+    assert asked_about("工作日里我哪天固定锻炼？") is None

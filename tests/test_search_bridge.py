@@ -102,6 +102,10 @@ def held(*texts: str) -> list[Entry]:
         # "the child's dad": the husband, not the child.
         ("孩子他爸在哪上班？", "husband"),
         ("我家孩子他妈喜欢吃啥", "wife"),
+        # Cantonese.
+        ("细妹做咩工", "sister"),
+        ("我老豆几时退休", "father"),
+        ("我家婆住边度", "mother-in-law"),
     ],
 )
 def test_only_a_first_person_relation_asks_who(query, relation) -> None:

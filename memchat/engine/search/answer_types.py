@@ -53,7 +53,7 @@ _ASKS_EN = re.compile(
 #: Chinese questions for a job: 工作 / 职业 / 干什么的 / 哪一行 / 上班 / 生意.
 _ASKS_ZH = re.compile(
     r"工作(?!日|室)|职业|行业|干哪一?行|做哪一?行|[哪这]一?行|营生|行当|饭碗|谋生|从事|在哪(?:儿|里)?上班"
-    r"|(?:干|做)(?:什么|啥子?|嘛)(?:的|工作|职业|生意|行当|营生|活)|是(?:干|做)(?:什么|啥子?|嘛)"
+    r"|(?:干|做)(?:什么|啥子?|嘛|咩)(?:的|工作|职业|生意|行当|营生|活|工|嘢)|是(?:干|做)(?:什么|啥子?|嘛|咩)"
 )
 #: The user's own: "my job", "the user's previous career", "what do I do", "我是做什么的",
 #: "我的职业", "我在哪上班" (not "我家…", "我…的哥们": someone of the user's).
@@ -163,13 +163,13 @@ class AnswerType:
 OCCUPATION = AnswerType("occupation", (_ASKS_EN, _ASKS_ZH), (_SELF_EN, _SELF_ZH), (_STATES_EN, _STATES_ZH))
 BIRTH = AnswerType(
     "birth",
-    (re.compile(r"\b(?:birthdays?|born|date\s+of\s+birth)\b", _I), re.compile(r"生日|过生|出生|生辰")),
+    (re.compile(r"\b(?:birthdays?|born|date\s+of\s+birth)\b", _I), re.compile(r"生日|过生|出生|出世|生辰")),
     (
         re.compile(
             r"\b(?:my|our)\s+(?:[\w-]+\s+)?birthday\b|\b(?:was\s+i|i\s+was)\s+born\b|\bmy\s+date\s+of\s+birth\b",
             _I,
         ),
-        re.compile(r"(?:我|俺|咱|用户|本人)(?:们)?的?[^的，。？！?,.!\s]{0,4}?(?:生日|过生|出生|生辰)"),
+        re.compile(r"(?:我|俺|咱|用户|本人)(?:们)?的?[^的，。？！?,.!\s]{0,4}?(?:生日|过生|出生|出世|生辰)"),
     ),
     (re.compile(r"\b(?:born|birthdays?|date\s+of\s+birth)\b", _I), re.compile(r"生日|出生|生于|过生")),
 )
@@ -277,7 +277,7 @@ RESIDENCE = AnswerType(
             _I,
         ),
         re.compile(
-            r"住(?:在)?(?:哪|什么地方|啥地方|哪个)|家(?:住|在)|住址|地址|落脚|住的地方|住处|哪个小区|哪片"
+            r"住(?:在|喺)?(?:哪|什么地方|啥地方|哪个|边度|边个)|家(?:住|在)|住址|地址|落脚|住的地方|住处|哪个小区|哪片"
         ),
     ),
     (
@@ -301,9 +301,36 @@ RESIDENCE = AnswerType(
         re.compile(r"住在|住(?!院)|家在|安家|落户|定居|租了|买了房|搬到|搬去|小区"),
     ),
 )
+#: An appointment: "Remind me when I'm seeing someone about my knee" did not find
+#: "Morag has a physiotherapy appointment … on 15 December", nor "我下次拍片子是哪天"
+#: "用户…要去医大二院复查腰椎核磁共振".
+_APPOINTMENTS_EN = (
+    r"appointments?|appt|booked|check-?ups?|follow-?ups?|consultations?|scans?|jabs?|jags?|vaccinations?"
+)
+APPOINTMENT = AnswerType(
+    "appointment",
+    (
+        re.compile(
+            rf"\b(?:{_APPOINTMENTS_EN}|due\s+(?:for|in)|seeing\s+(?:the|a|my|someone|somebody)"
+            r"|see\s+(?:the|a|my)\s+(?:doctor|dentist|gp|specialist|physio\w*))\b",
+            _I,
+        ),
+        re.compile(r"预约|约了|约在|复查|复诊|回诊|体检|检查|接种|疫苗|看医生|看病|看牙|拍片|下次|下回"),
+    ),
+    (
+        re.compile(
+            r"\b(?:my|our|user['’]s)\b|\b(?:am|do|did|will|should)\s+(?:i|we)\b|\bi['’]m\b|\bi\s+am\b", _I
+        ),
+        re.compile(r"我|俺|咱|用户|本人"),
+    ),
+    (
+        re.compile(rf"\b(?:{_APPOINTMENTS_EN}|scheduled|due\s+(?:for|in|on))\b", _I),
+        re.compile(r"预约|约了|约在|复查|复诊|回诊|体检|定于|定在|安排在|接种|疫苗|拔牙|补牙|洗牙|检查"),
+    ),
+)
 _SPOUSES = frozenset({"wife", "husband", "partner"})
 #: The types read, in this order (a question asking for two gets the first).
-ANSWER_TYPES = (OCCUPATION, BIRTH, WEDDING, ROUTINE, HOBBY, RESIDENCE)
+ANSWER_TYPES = (OCCUPATION, BIRTH, WEDDING, ROUTINE, HOBBY, RESIDENCE, APPOINTMENT)
 
 
 @dataclass(frozen=True)

@@ -78,10 +78,11 @@ RELATIONS: dict[str, tuple[str, ...]] = {
         "孩子他爸", "孩子她爸", "孩子他爹", "孩子爸", "娃他爸", "娃她爸",
     ),
     "sibling": ("sibling", "兄弟姐妹"),
-    "sister": ("sister", "sis", "姐姐", "妹妹", "大姐", "二姐", "小妹", "幺妹", "姐", "妹"),
-    "brother": ("brother", "bro", "哥哥", "弟弟", "大哥", "二哥", "小弟", "兄长", "哥", "弟"),
+    # 细妹, 细佬, 老豆, 家婆, 家公: Cantonese.
+    "sister": ("sister", "sis", "姐姐", "妹妹", "大姐", "二姐", "小妹", "幺妹", "细妹", "姐", "妹"),
+    "brother": ("brother", "bro", "哥哥", "弟弟", "大哥", "二哥", "小弟", "兄长", "细佬", "哥", "弟"),
     "mother": ("mother", "mom", "mum", "mam", "mommy", "mummy", "妈妈", "老妈", "妈", "母亲", "老娘", "娘"),
-    "father": ("father", "dad", "daddy", "爸爸", "老爸", "爸", "父亲", "老爹", "爹"),
+    "father": ("father", "dad", "daddy", "爸爸", "老爸", "爸", "父亲", "老爹", "老豆", "爹"),
     "child": ("child", "children", "kid", "kiddo", "little one", "wee one", "孩子", "子女", "儿女"),
     "son": ("son", "boy", "lad", "laddie", "儿子"),
     "daughter": ("daughter", "girl", "lass", "lassie", "女儿", "闺女"),
@@ -97,8 +98,8 @@ RELATIONS: dict[str, tuple[str, ...]] = {
     # The wider family, each relative by the one word people use (search/kinship.py
     # asks "my husband's mother" as "my mother-in-law").
     # Written with hyphens or spaces ("mother in law"): ``_key``.
-    "mother-in-law": ("mother-in-law", "mum-in-law", "mom-in-law", "婆婆", "岳母", "丈母娘"),
-    "father-in-law": ("father-in-law", "dad-in-law", "公公", "岳父", "老丈人", "丈人"),
+    "mother-in-law": ("mother-in-law", "mum-in-law", "mom-in-law", "婆婆", "家婆", "岳母", "丈母娘"),
+    "father-in-law": ("father-in-law", "dad-in-law", "公公", "家公", "岳父", "老丈人", "丈人"),
     "sister-in-law": ("sister-in-law", "sis-in-law", "嫂子", "弟媳", "大姑子", "小姑子", "大姨子", "小姨子"),
     "brother-in-law": (
         "brother-in-law", "bro-in-law", "姐夫", "妹夫", "大伯子", "小叔子", "大舅子", "小舅子",
