@@ -55,6 +55,20 @@ _ASKS_ZH = re.compile(
     r"工作(?!日|室)|职业|行业|干哪一?行|做哪一?行|[哪这]一?行|营生|行当|饭碗|谋生|从事|在哪(?:儿|里)?上班"
     r"|(?:干|做)(?:什么|啥子?|嘛|咩)(?:的|工作|职业|生意|行当|营生|活|工|嘢)|是(?:干|做)(?:什么|啥子?|嘛|咩)"
 )
+#: The user in a Chinese question: 我, 俺, 咱, 用户, 本人.
+_USER_ZH = "(?:我|俺|咱|用户|本人)"
+#: Between the user and a word for a day of theirs ("我们的结婚纪念日"): no other 的.
+_BEFORE_AN_EVENT = r"[^的，。？！?,.!\s]{0,4}?"
+
+
+def _users_own_zh(
+    words: str, *, together: str = "们", of: str = "的?", between: str = r"[^，。？！?,.!\s]{0,6}?"
+) -> re.Pattern[str]:
+    """A Chinese question asking for the user's own: the user (or the users
+    ``together``: 我们, 我俩), ``of`` (的), a few runes ``between``, then one of ``words``."""
+    return re.compile(rf"{_USER_ZH}(?:{together})?{of}{between}(?:{words})")
+
+
 #: The user's own: "my job", "the user's previous career", "what do I do", "我是做什么的",
 #: "我的职业", "我在哪上班" (not "我家…", "我…的哥们": someone of the user's).
 _SELF_EN = re.compile(
@@ -64,7 +78,7 @@ _SELF_EN = re.compile(
     _I,
 )
 _SELF_ZH = re.compile(
-    r"(?:我|俺|咱|用户|本人)(?:以前|现在|目前|原来|之前|年轻(?:时|的时候|时候)|平时|到底|究竟|主要|具体|本来"
+    rf"{_USER_ZH}(?:以前|现在|目前|原来|之前|年轻(?:时|的时候|时候)|平时|到底|究竟|主要|具体|本来"
     r"|在单位|一直|当年|退休前|过去)*(?:是|在|干|做|从事|工作|上班|\s*的?\s*(?:职业|营生|饭碗|行当))"
 )
 #: Words that start an English question, capitalised, and name no one (besides the
@@ -169,7 +183,7 @@ BIRTH = AnswerType(
             r"\b(?:my|our)\s+(?:[\w-]+\s+)?birthday\b|\b(?:was\s+i|i\s+was)\s+born\b|\bmy\s+date\s+of\s+birth\b",
             _I,
         ),
-        re.compile(r"(?:我|俺|咱|用户|本人)(?:们)?的?[^的，。？！?,.!\s]{0,4}?(?:生日|过生|出生|出世|生辰)"),
+        _users_own_zh("生日|过生|出生|出世|生辰", between=_BEFORE_AN_EVENT),
     ),
     (re.compile(r"\b(?:born|birthdays?|date\s+of\s+birth)\b", _I), re.compile(r"生日|出生|生于|过生")),
 )
@@ -185,9 +199,7 @@ WEDDING = AnswerType(
             r"|\b(?:did|were|was)\s+(?:i|we)\s+(?:get\s+)?(?:married|marry)\b|\b(?:i|we)\s+(?:got\s+)?married\b",
             _I,
         ),
-        re.compile(
-            r"(?:我|俺|咱|用户|本人)(?:们|俩|两口子)?的?[^的，。？！?,.!\s]{0,4}?(?:结婚|领证|领的证|婚礼|纪念日|成亲)"
-        ),
+        _users_own_zh("结婚|领证|领的证|婚礼|纪念日|成亲", together="们|俩|两口子", between=_BEFORE_AN_EVENT),
     ),
     (re.compile(r"\b(?:married|wedding|anniversary|marriage)\b", _I), re.compile(r"结婚|领证|婚礼|纪念日")),
 )
@@ -215,9 +227,7 @@ ROUTINE = AnswerType(
             rf"|\bi\s+(?:\w+ly\s+)?{_WAKE_OR_SLEEP}",
             _I,
         ),
-        re.compile(
-            r"(?:我|俺|咱|用户|本人)(?:们)?的?[^，。？！?,.!\s]{0,6}?(?:作息|生物钟|睡|起|上床|休息|开头|开始)"
-        ),
+        _users_own_zh("作息|生物钟|睡|起|上床|休息|开头|开始"),
     ),
     (
         re.compile(
@@ -247,10 +257,7 @@ HOBBY = AnswerType(
             r"|days?\s+off)\b|\b(?:do|does|did)\s+(?:i|user)\s+(?:do|make|play|tinker)\b",
             _I,
         ),
-        re.compile(
-            r"(?:我|俺|咱|用户|本人)(?:们)?的?[^，。？！?,.!\s]{0,6}?"
-            r"(?:爱好|兴趣|业余|消遣|闲暇|空闲|休息日|爱干|爱玩|爱做|喜欢干|喜欢玩|喜欢做)"
-        ),
+        _users_own_zh("爱好|兴趣|业余|消遣|闲暇|空闲|休息日|爱干|爱玩|爱做|喜欢干|喜欢玩|喜欢做"),
     ),
     (
         re.compile(
@@ -286,9 +293,7 @@ RESIDENCE = AnswerType(
             rf"|\b(?:my|our|user['’]s)\s+{_HOMES_EN}\b",
             _I,
         ),
-        re.compile(
-            r"(?:我|俺|咱|用户|本人)(?:们)?(?:家|的)?[^，。？！?,.!\s]{0,6}?(?:住|家在|落脚|地址|住址|哪片)"
-        ),
+        _users_own_zh("住|家在|落脚|地址|住址|哪片", of="(?:家|的)?"),
     ),
     (
         re.compile(
@@ -321,7 +326,7 @@ APPOINTMENT = AnswerType(
         re.compile(
             r"\b(?:my|our|user['’]s)\b|\b(?:am|do|did|will|should)\s+(?:i|we)\b|\bi['’]m\b|\bi\s+am\b", _I
         ),
-        re.compile(r"我|俺|咱|用户|本人"),
+        re.compile(_USER_ZH),
     ),
     (
         re.compile(rf"\b(?:{_APPOINTMENTS_EN}|scheduled|due\s+(?:for|in|on))\b", _I),

@@ -152,7 +152,7 @@ def _spelt(word: str) -> str:
 _ALL_WORDS = [word for words in RELATIONS.values() for word in words]
 _GROUP_OF = {_key(word): group for group, words in RELATIONS.items() for word in words}
 _LATIN = sorted((w for w in _ALL_WORDS if not HAN_RE.search(w)), key=len, reverse=True)
-_HAN = sorted((w for w in _GROUP_OF if HAN_RE.search(w)), key=len, reverse=True)
+_HAN = sorted((w for w in _ALL_WORDS if HAN_RE.search(w)), key=len, reverse=True)
 #: The Chinese relation words, longest first.
 HAN_RELATION_WORDS = tuple(_HAN)
 #: "my sister", "my older sister", "my best friend's" (one word may come between).

@@ -50,13 +50,13 @@ stands out of its own script's background is ranked as if its block sat where
 the query's own script's block does (e5's cosines across languages sit lower as
 a block).
 
-Answer type: a question asking for an occupation ("What's my job?", "我老公是干
-什么的？"), a birth ("When's my birthday?") or a wedding ("我俩啥时候领的证") lifts
-each candidate that gives it for the person asked about (the user, a relative,
-a named person: search/answer_types.py) ``HYBRID_TYPED_LIFT`` of the way to 1,
-and that counts as evidence, as a keyword match does. The models read "job" as
-close to the word "work", not to "runs a farm" or "当护士", and a birthday not
-as "was born on".
+Answer type: a question asking for one of the types of search/answer_types.py
+(an occupation: "What's my job?", "我老公是干什么的？"; a birth, a wedding, waking
+and sleeping, a pastime, a home, an appointment) lifts each candidate that gives
+it for the person asked about (the user, a relative, a named person)
+``HYBRID_TYPED_LIFT`` of the way to 1, and that counts as evidence, as a keyword
+match does. The models read "job" as close to the word "work", not to "runs a
+farm" or "当护士", and a birthday not as "was born on".
 
 Query-side adjustments: weights of a model that cannot read CJK (MiniLM's
 dense vector and its tokens) are scaled by the share of the query that is not
@@ -147,9 +147,9 @@ HYBRID_ANSWER_RELEVANCE = 0.5
 #: similarity, each short of the level (1.5) alone (benchmarks/README.md,
 #: "Thirty-ninth session").
 HYBRID_AGREEMENT_MIN_Z = 1.0
-#: Share of the way to 1 a memory moves when the question asks for an occupation and
-#: the memory says one, of the person asked about (search/answer_types.py). It is
-#: evidence of relevance too, as a keyword match is.
+#: Share of the way to 1 a memory moves when the question asks for a type of answer
+#: (an occupation, a birth…) and the memory gives it, of the person asked about
+#: (search/answer_types.py). It is evidence of relevance too, as a keyword match is.
 HYBRID_TYPED_LIFT = 0.15
 #: Rank a memory in the other script than the query's against its own block (see __init__).
 HYBRID_SCRIPT_ALIGN = True
@@ -415,8 +415,10 @@ class HybridRanking:
         self.tokens: dict[str, float] = {}
         typed = asked_about(query) if query else None
         #: The candidates that give the type of answer the question asks for (search/answer_types.py).
-        self.typed = frozenset(
-            i for i, e in self.entries.items() if typed is not None and states(e.memory.text, typed)
+        self.typed = (
+            frozenset(i for i, e in self.entries.items() if states(e.memory.text, typed))
+            if typed
+            else frozenset()
         )
         self._scores = {memory_id: self._compute(memory_id) for memory_id in self.entries}
         #: The scores before the token re-rank (what chose its targets).
