@@ -6,10 +6,12 @@ from __future__ import annotations
 import pytest
 
 from memchat.engine.search.answer_types import (
+    AGE,
     APPOINTMENT,
     BIRTH,
     HOBBY,
     OCCUPATION,
+    PET,
     RESIDENCE,
     ROUTINE,
     WEDDING,
@@ -180,6 +182,14 @@ def test_a_relatives_job_answers_the_question_about_them_not_the_users() -> None
         ("Remind me when I'm seeing someone about my knee", APPOINTMENT, None),
         ("我下次拍片子是哪天", APPOINTMENT, None),
         ("when is the car booked in for maintenance", APPOINTMENT, None),  # the request stripped
+        ("What age is my granddaughter?", AGE, "granddaughter"),  # "How old…", search/idioms.py
+        ("我女儿今年几岁了", AGE, "daughter"),
+        ("What age am I?", AGE, None),
+        ("用户多大年纪", AGE, None),
+        ("Do I own any pets?", PET, None),
+        ("我家有宠物吗？", PET, None),
+        ("同事 宠物", PET, "colleague"),
+        ("pets", PET, None),
     ],
 )
 def test_a_question_about_a_birth_or_a_wedding_asks_for_that_event(question, kind, relation) -> None:
@@ -247,3 +257,32 @@ def test_an_appointment_answers_a_question_about_when_one_is_due() -> None:
     assert not states("用户的妈妈下周三去医院复查血糖。", scan)
     assert not states("用户每周三晚上去打羽毛球。", scan)
     assert asked_about("工作日里我哪天固定锻炼？") is None
+
+
+def test_an_age_answers_a_question_about_how_old_someone_is() -> None:
+    """ "How old is my granddaughter?" did not find "孙女朵朵今年七岁": an age is
+    said by a number of years or by a birth, and a relative's age is theirs."""
+    granddaughter = asked_about("What age is my granddaughter?")
+    assert states("孙女朵朵今年七岁，卡勒姆想学几句中文，好跟她视频聊天。", granddaughter)
+    assert states("Owen's granddaughter Cerys is seven years old.", granddaughter)
+    assert states("Owen's granddaughter Cerys turned 7 in May.", granddaughter)
+    assert not states("Callum is building a model of his old trawler.", granddaughter)
+    assert not states("Owen's son Rhys is 34.", granddaughter)
+    assert states("周红今年五十八岁。", asked_about("用户多大年纪"))
+    # "old" and 多大 alone ask for no age: an old friend, how big a flat is.
+    assert asked_about("my old school friend") is None
+    assert asked_about("我家房子多大") is None
+
+
+def test_an_animal_kept_answers_a_question_about_pets() -> None:
+    """ "Do I own any pets?" did not find "Callum has a ginger tomcat called
+    Skipper"; a neighbour's dog, which held "owns", came first."""
+    pets = asked_about("Do I own any pets?")
+    assert states("Callum has a ginger tomcat called Skipper who sleeps by the back door.", pets)
+    assert states("Callum keeps six hens and a goat.", pets)
+    assert states("周红养了一只橘猫，叫胖虎。", asked_about("我家有宠物吗？"))
+    assert not states("His neighbour Morag owns a border collie named Bess.", pets)
+    assert not states("Owen's best mate Huw has a beagle.", pets)
+    assert not states("User had crab and prawns for tea.", pets)
+    assert not states("用户是个夜猫子，常熬到两点。", asked_about("我家有宠物吗？"))
+    assert states("Owen's best mate Huw has a beagle.", asked_about("Which of my friends has a pet?"))

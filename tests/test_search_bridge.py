@@ -106,6 +106,9 @@ def held(*texts: str) -> list[Entry]:
         ("细妹做咩工", "sister"),
         ("我老豆几时退休", "father"),
         ("我家婆住边度", "mother-in-law"),
+        # A neighbour is someone the user names by relation too.
+        ("What's my neighbour's dog called?", "neighbour"),
+        ("我邻居在哪上班", "neighbour"),
     ],
 )
 def test_only_a_first_person_relation_asks_who(query, relation) -> None:
@@ -206,6 +209,13 @@ def test_the_wider_family_is_named_too() -> None:
     assert bridge("我婆婆喜欢什么？", held("周海燕的婆婆王秀英住在苏州。")).name == "王秀英"
     grandchildren = held("Nora has three grandchildren, Oisín, Aoife and Cian.")
     assert bridge("What does my granddaughter like?", grandchildren).names == ("Oisín", "Aoife", "Cian")
+
+
+def test_a_neighbour_is_named_like_a_relative() -> None:
+    """ "His neighbour Morag Campbell owns a border collie": the dog is Morag's, and
+    "my neighbour" is Morag."""
+    neighbour = held("His neighbour Morag Campbell owns a border collie named Bess.")
+    assert bridge("What breed is my neighbour's dog?", neighbour).name == "Morag"
 
 
 def test_merging_keeps_each_memory_at_its_better_score() -> None:

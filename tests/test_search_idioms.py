@@ -25,6 +25,21 @@ def test_an_idiom_about_work_is_asked_in_plain_words(query: str, plain: str) -> 
 
 
 @pytest.mark.parametrize(
+    ("query", "plain"),
+    [
+        ("How old is my granddaughter?", "What age is my granddaughter?"),
+        ("how old's the grandkid", "what age is the grandkid"),
+        ("how old r my kiddos", "what age r my kiddos"),
+        ("How old will my mum be this summer?", "What age will my mum be this summer?"),
+    ],
+)
+def test_how_old_asks_for_an_age_not_for_anything_old(query: str, plain: str) -> None:
+    """ "How old is my granddaughter?" ranked "his old trawler" and "an old crewmate"
+    above the memory giving her age: its "old" is no word of the answer."""
+    assert in_plain_words(query) == plain
+
+
+@pytest.mark.parametrize(
     "query",
     [
         "Where does my sister live?",
@@ -33,6 +48,8 @@ def test_an_idiom_about_work_is_asked_in_plain_words(query: str, plain: str) -> 
         "the cost of living in Dublin",
         "Did Grandad make a living will?",
         "living",
+        "my old school friend",
+        "how older cars pass the MOT",
         "我是做什么工作的？",
         "",
     ],

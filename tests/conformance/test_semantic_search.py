@@ -366,6 +366,18 @@ DAYS_AND_PASTIMES = [
 ]
 
 
+#: An English speaker's memories, one in Chinese, several holding "old".
+AN_OLD_MANS_DAYS = [
+    "Owen keeps his grandfather's old fishing rods in the loft.",
+    "孙女朵朵今年七岁，在成都上小学。",
+    "Owen's old school friend Huw phones him every Sunday.",
+    "Owen's son Rhys works as an electrician in Bristol.",
+    "Owen has a border collie called Mot.",
+    "Owen restores old motorbikes in his garage.",
+    "Owen is allergic to penicillin.",
+]
+
+
 @pytest.mark.parametrize(
     ("memories", "question", "answer"),
     [
@@ -373,6 +385,9 @@ DAYS_AND_PASTIMES = [
         (WORK_BY_ITS_DOING, "occupation", 0),
         (DAYS_AND_PASTIMES, "作息", 0),
         (DAYS_AND_PASTIMES, "我有啥爱好", 3),
+        (WORK_BY_ITS_DOING, "Do I have any pets?", 4),
+        (WORK_BY_ITS_DOING, "pets", 4),
+        (AN_OLD_MANS_DAYS, "How old is my granddaughter?", 1),
     ],
 )
 async def test_the_memory_giving_the_type_of_answer_asked_for_comes_first(
@@ -380,9 +395,11 @@ async def test_the_memory_giving_the_type_of_answer_asked_for_comes_first(
 ) -> None:
     """The models read none of these as their answer: "drives passenger trains"
     names no job title (the son's "works as an electrician" came first, the
-    trains not at all), "作息" found nothing, and "我有啥爱好" only the favourite
-    dish. Each question asks for a type of answer (an occupation, when one wakes,
-    a pastime) that its memory gives (search/answer_types.py)."""
+    trains not at all), "作息" found nothing, "我有啥爱好" only the favourite
+    dish, "pets" a friend's racing pigeons before the collie, and "How old is my
+    granddaughter?" three memories holding "old" and not her age. Each question
+    asks for a type of answer (an occupation, when one wakes, a pastime, a pet,
+    an age) that its memory gives (search/answer_types.py)."""
     svc = await _holding(make_service, memories)
     assert (await _texts(svc, question, max_results=3))[:1] == [memories[answer]]
 

@@ -333,9 +333,81 @@ APPOINTMENT = AnswerType(
         re.compile(r"预约|约了|约在|复查|复诊|回诊|体检|定于|定在|安排在|接种|疫苗|拔牙|补牙|洗牙|检查"),
     ),
 )
+#: How old someone is: "How old is my granddaughter?" did not find "孙女朵朵今年七岁"
+#: (the word "old" matched "his old trawler" instead). An age is said with a number
+#: and years, or by a birth. Not "old" alone, nor 多大 alone (how big).
+AGE = AnswerType(
+    "age",
+    (
+        re.compile(r"\bhow\s+old\b|\bwhat\s+age\b|\b(?:my|his|her|their|user['’]s)\s+age\b", _I),
+        re.compile(r"多大(?:了|年纪|岁数|岁)|几岁|年龄|年纪|岁数|高寿"),
+    ),
+    (
+        re.compile(
+            r"\bhow\s+old\s+(?:am\s+i|are\s+we|is\s+(?:the\s+)?user)\b|\bmy\s+age\b|\bwhat\s+age\s+am\s+i\b",
+            _I,
+        ),
+        _users_own_zh("多大|几岁|年龄|年纪|岁数"),
+    ),
+    (
+        re.compile(
+            r"\b(?:\d+|[a-z]+(?:[-\s][a-z]+)?)[-\s]+(?:years?|yrs?|months?)[-\s]+old\b|\baged\s+\d+\b"
+            r"|\b(?:turns?|turned|turning)\s+\d+\b|\bborn\b|\bin\s+(?:his|her|their|my)\s+(?:early\s+|late\s+|mid-?)?"
+            r"(?:teens|twenties|thirties|forties|fifties|sixties|seventies|eighties|nineties)\b",
+            _I,
+        ),
+        re.compile(
+            r"[\d一二两三四五六七八九十百]+(?:周)?岁|年龄|年纪|岁数|出生|生于|[\d一二两三四五六七八九十]+个月大"
+        ),
+    ),
+)
+#: A pet: "Do I own any pets?" did not find "Callum has a ginger tomcat called
+#: Skipper" (a neighbour's dog holding "owns" stood first); the models read a
+#: tomcat as no pet. Memories give one by the animal's kind.
+_PET_KINDS_EN = (
+    "cats?", "kittens?", "kitty", "kitties", "tomcats?", "moggy", "moggies", "tabby", "tabbies", "dogs?",
+    "pupp(?:y|ies)", "pups?", "doggy", "doggo", "pooch", "hounds?", "collies?", "terriers?", "spaniels?",
+    "labradors?", "retrievers?", "poodles?", "dachshunds?", "beagles?", "corgis?", "huskies", "husky",
+    "pugs?", "bulldogs?", "greyhounds?", "whippets?", "lurchers?", "sheepdogs?", "alsatians?", "schnauzers?",
+    "chihuahuas?", r"shih\s+tzus?", "hamsters?", "gerbils?", r"guinea\s+pigs?", "rabbits?", "bunn(?:y|ies)",
+    "ferrets?", "parrots?", "budgies?", "budgerigars?", "canar(?:y|ies)", "cockatiels?", "parakeets?",
+    "goldfish", r"fish\s+tank", "aquarium", "tortoises?", "turtles?", "snakes?", "lizards?", "geckos?",
+    "iguanas?", "ponies", "pony", "horses?", "pets?",
+)  # fmt: skip
+PET = AnswerType(
+    "pet",
+    (
+        re.compile(
+            r"\b(?:pets?|animals?|critters?|furry\s+(?:friends?|family|babies)|four[-\s]legged)\b", _I
+        ),
+        re.compile(r"宠物|毛孩子|小动物|动物|铲屎"),
+    ),
+    (
+        re.compile(
+            r"\b(?:my|our|user['’]s)\s+(?:[\w-]+\s+)?(?:pets?|animals?|critters?|furry\s+\w+)\b"
+            r"|\b(?:do|did|does|have)\s+(?:i|we|user)\s+(?:\w+\s+)?(?:have|own|keep|got|get)\b"
+            r"|\b(?:i|we)\s+(?:have|own|keep)\b",
+            _I,
+        ),
+        _users_own_zh("宠物|毛孩子|小动物|动物|养", of="(?:家|的)?"),
+    ),
+    (
+        re.compile(
+            rf"\b(?:{_ALT(_PET_KINDS_EN)})\b"
+            r"|\b(?:keeps?|kept|keeping|raises?|raised|has|have|had|owns?|owned)\s+(?:[\w-]+\s+){0,3}?"
+            r"(?:hens|chickens|ducks|geese|goats|sheep|pigs|bees|alpacas|donkeys?|cows|cattle)\b",
+            _I,
+        ),
+        re.compile(
+            r"(?<!夜)猫|(?<!热)狗|宠物|仓鼠|兔|鹦鹉|八哥|画眉|金鱼|鱼缸|乌龟|蜥蜴|柯基|泰迪|金毛|哈士奇|柴犬|拉布拉多|边牧|博美|比熊"
+            r"|养(?:了|着)?[^，。；！？,.;!?]{0,4}?(?:只|条|头|匹|缸|对|窝)"
+        ),
+    ),
+)
 _SPOUSES = frozenset({"wife", "husband", "partner"})
-#: The types read, in this order (a question asking for two gets the first).
-ANSWER_TYPES = (OCCUPATION, BIRTH, WEDDING, ROUTINE, HOBBY, RESIDENCE, APPOINTMENT)
+#: The types read, in this order (a question asking for two gets the first: "How
+#: old is my cat?" asks for an age).
+ANSWER_TYPES = (OCCUPATION, BIRTH, WEDDING, ROUTINE, HOBBY, RESIDENCE, APPOINTMENT, AGE, PET)
 
 
 @dataclass(frozen=True)

@@ -95,6 +95,7 @@ RELATIONS: dict[str, tuple[str, ...]] = {
     # Not "manager": it is as often a job title ("a project manager at Siemens").
     "boss": ("boss", "老板", "领导", "上司"),
     "roommate": ("roommate", "flatmate", "housemate", "室友", "舍友"),
+    "neighbour": ("neighbour", "neighbor", "邻居"),
     # The wider family, each relative by the one word people use (search/kinship.py
     # asks "my husband's mother" as "my mother-in-law").
     # Written with hyphens or spaces ("mother in law"): ``_key``.

@@ -9,6 +9,11 @@ every memory about a job, in four of the five paraphrase sets
 in plain words ("…do as a job", "how do I work?"), which the models read as well
 and the keyword side no longer mistakes. A closed list: a word is replaced only
 inside its idiom, so "Where does my sister live?" and "living room" keep theirs.
+
+"How old is my granddaughter?" asks for an age, not for anything old: its "old"
+matched "his old trawler", "an old crewmate" and "old habit", and the memory
+giving the age ("孙女朵朵今年七岁") came fourth (benchmarks/README.md, "Forty-first
+session"). It is asked as "what age is my granddaughter?".
 """
 
 from __future__ import annotations
@@ -32,14 +37,25 @@ _EARN_A_LIVING = re.compile(
     re.IGNORECASE | re.ASCII,
 )
 
+#: "How old is she?", "how old's the grandkid", "how old are the twins": an age.
+_HOW_OLD = re.compile(r"\bhow\s+old(?:['’]s\b|\b)", re.IGNORECASE | re.ASCII)
+
 
 def in_plain_words(query: str) -> str:
     """``query`` with each idiom of the list above in plain words; ``query`` itself
     when it holds none."""
-    if "living" not in query.lower():  # the only idiom word today: most queries stop here
+    lower = query.lower()
+    if "old" in lower:
+        query = _HOW_OLD.sub(_what_age, query)
+    if "living" not in lower:  # most queries stop here
         return query
     query = _FOR_A_LIVING.sub("as a job", query)
     return _EARN_A_LIVING.sub(_work, query)
+
+
+def _what_age(found: re.Match[str]) -> str:
+    words = "What age" if found[0][0] == "H" else "what age"
+    return f"{words} is" if found[0].endswith(("'s", "’s")) else words
 
 
 #: "work" in the form of the verb it replaces.
