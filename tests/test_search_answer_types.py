@@ -242,6 +242,12 @@ def test_where_someone_lives_answers_a_question_about_their_home() -> None:
     assert states("User lives on a lifestyle block outside Motueka.", asked_about("how big is my property"))
     assert not states("用户住院三天，上周出院了。", home)  # 住院: in hospital, not a home
     assert not states("伟明的妈妈住在郫县老家。", home)  # the mother's home
+    # The town someone works in, short of a memory saying where they live; not a
+    # trade, nor a firm.
+    assert states("Alice works as a nurse in Berlin", asked_about("Where do I live?"))
+    assert states("Owen is based in Cardiff.", asked_about("Where do I live?"))
+    assert not states("Alice works in marketing at Siemens.", asked_about("Where do I live?"))
+    assert not states("Alice's brother works in Munich.", asked_about("Where do I live?"))
 
 
 def test_an_appointment_answers_a_question_about_when_one_is_due() -> None:

@@ -81,6 +81,16 @@ ALICE = [
 ]
 
 
+@pytest.mark.parametrize("query", ["Where do I live?", "我住在哪里？"])
+async def test_the_town_the_user_works_in_answers_where_they_live(make_service, query) -> None:
+    """The issue's example: "Alice works as a nurse in Berlin" is stored, and "Where
+    do I live?" ranked the village she grew up in first; "我住在哪里？" found
+    nothing. Short of a memory saying where she lives, the town she works in does
+    (search/answer_types.py)."""
+    svc = await _holding(make_service, ALICE)
+    assert (await _texts(svc, query, max_results=3))[:1] == ["Alice works as a nurse in Berlin"]
+
+
 @pytest.mark.parametrize("mode", ["hybrid", "semantic"])
 async def test_a_request_ranks_as_the_question_it_carries(make_service, mode) -> None:
     """ "Remind me…", "Tell me…", "告诉我…" carry no content: the question inside

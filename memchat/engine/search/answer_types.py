@@ -300,9 +300,14 @@ RESIDENCE = AnswerType(
             r"\b(?:lives?|living|lived|resides?|stays?)\s+(?:in|on|at|near|outside|with|just|by|above|close)\b"
             r"|\b(?:moved|relocated)\s+to\b|\bhome\s+is\b"
             r"|\b(?:house|flat|apartment|bungalow|cottage|condo|block)\s+(?:in|on|at|near|outside)\b"
-            r"|\b(?:rents?|bought)\s+an?\s+(?:[\w-]+\s+){0,2}?(?:house|flat|home|apartment)\b",
+            r"|\b(?:rents?|bought)\s+an?\s+(?:[\w-]+\s+){0,2}?(?:house|flat|home|apartment)\b"
+            r"|\bbased\s+(?:in|at|near|out\s+of)\b",
             _I,
         ),
+        # The town someone works in, short of a memory saying where they live: "Alice
+        # works as a nurse in Berlin" answers "Where do I live?" (the issue's example).
+        # A capitalised place, so not "works in marketing", "in the garden".
+        re.compile(r"\b[Ww]ork(?:s|ed|ing)?\b[^.;:!?]{0,40}?\bin\s+[A-Z][a-z]"),
         re.compile(r"住在|住(?!院)|家在|安家|落户|定居|租了|买了房|搬到|搬去|小区"),
     ),
 )
