@@ -14,8 +14,8 @@ one's texts, to check that settings chosen on the first carry over; ``paraphrase
 a third, written blind too, whose questions vary in style: short search-style
 queries, "the user's …", requests, casual and misspelt phrasing; ``paraphrase_fourth.json``
 a fourth of the same kind, about two other people, written blind later to check
-the third's changes; ``paraphrase_fifth.json`` to ``paraphrase_seventeenth.json``
-thirteen more, each measured as written before anything was changed for it: each
+the third's changes; ``paraphrase_fifth.json`` to ``paraphrase_eighteenth.json``
+fourteen more, each measured as written before anything was changed for it: each
 file's description says so; the seventh's and later sets' memories name the user
 in mixed styles, "The user…" and the name, as an extractor writes them) holds
 two users' memories — an
