@@ -10,10 +10,11 @@ import re
 import unicodedata
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
-from memchat.engine.search.bridge import RELATIONS, relation_in
+from memchat.engine.search.answer_types import ANSWER_TYPES, TypedQuestion, states
+from memchat.engine.search.bridge import RELATIONS, relation_in, relations_named
 from memchat.engine.search.idioms import in_plain_words
 from memchat.engine.search.kinship import in_one_word, named_relative
 from memchat.engine.search.request import without_request
@@ -43,6 +44,7 @@ def _folded(text: str) -> str:
 
 @given_settings(weight=20)
 @given(QUERIES)
+@example("İs İ")  # the Turkish capital I folded "İs" to no verb the table holds
 def test_no_rewrite_raises(query: str) -> None:
     for text in (query, _folded(query), query.upper()):
         rest = in_plain_words(in_first_person(without_request(text)))
@@ -58,6 +60,20 @@ def test_no_rewrite_raises(query: str) -> None:
         found = relation_in(rest)
         assert found is None or found[0] in RELATIONS
         assert isinstance(build_search_tokens(rest), list)
+
+
+@given_settings(weight=20)
+@given(QUERIES)
+@example("Her huſband is a nurse")  # Unicode's case folding took the long s for "s"
+def test_reading_a_memory_for_an_answer_never_raises(text: str) -> None:
+    """A question asking for a type of answer reads every candidate memory's text
+    (search/answer_types.py): "Her huſband is a nurse" once raised KeyError from
+    every search for a job."""
+    for memory in (text, _folded(text), text.upper()):
+        assert relations_named(memory) <= RELATIONS.keys()
+        for kind in ANSWER_TYPES:
+            for question in (TypedQuestion(kind), TypedQuestion(kind, relation="husband")):
+                assert isinstance(states(memory, question), bool)
 
 
 CJK_LETTER = re.compile(f"[{_CJK_CLASS}]")

@@ -188,7 +188,7 @@ _WITH_RELATION_ZH = re.compile(r"(?:我|俺|咱)[^\s的，。？！,.?!]{0,6}?(?
 _WORD = re.compile(r"[\w'’-]+")
 #: Relation words anywhere in a text (``relations_named``): English whole words, and
 #: Chinese ones of two runes or more (姐, 哥, 妈 inside other words mean other things).
-_ANY_RELATION_EN = re.compile(r"\b" + _REL_EN, re.IGNORECASE)
+_ANY_RELATION_EN = re.compile(r"\b" + _REL_EN, re.IGNORECASE | re.ASCII)  # as MY_RELATION_EN
 #: 先生 is a husband after his owner (我先生, 周海燕的先生, 她先生), a Mr after a
 #: surname (王先生).
 _OWNED_SIR = "(?<=[我的她俺咱户和跟])先生"

@@ -44,9 +44,10 @@ _THING = (
 _USERS = re.compile(r"\b(?:the\s+)?users?['’]s?(?=\s)" + _THING, re.IGNORECASE | re.ASCII)
 _USER = re.compile(r"\b(?:the\s+)?user\b(?!['’])" + _THING, re.IGNORECASE | re.ASCII)
 _USER_DE = re.compile(r"\b(?:the\s+)?user\s*(?=的)", re.IGNORECASE | re.ASCII)
-#: The verb after or before "I" in its first-person form.
+#: The verb after or before "I" in its first-person form. ASCII case only: Unicode's
+#: read "İs İ" (a Turkish capital I) as "is I", a verb the table does not hold.
 _VERB_AFTER_I = re.compile(r"\bI\s+(is|has|does|was|likes|lives|works)\b")
-_VERB_BEFORE_I = re.compile(r"\b(does|is|has)\s+I\b", re.IGNORECASE)
+_VERB_BEFORE_I = re.compile(r"\b(does|is|has)\s+I\b", re.IGNORECASE | re.ASCII)
 _FIRST_PERSON = {"is": "am", "has": "have", "does": "do", "likes": "like", "lives": "live", "works": "work"}
 #: 用户 naming a thing: 用户名 (a username), 用户体验, 用户协议…
 _HAN_USER = re.compile(
