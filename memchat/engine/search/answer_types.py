@@ -1,6 +1,7 @@
 """The type of answer a question asks for, whose, and the memories that give it:
 what someone does for a living, when they were born, when they married, when
-they wake and sleep, what they do for pleasure.
+they wake and sleep, what they do for pleasure, where they live, when an
+appointment is, how old they are, what pets they keep.
 
 "What's my job?" is the question a new user asks first, and the offline models
 answer it badly: "Alice works as a nurse" stood 1.4 spreads out of the query's
@@ -22,8 +23,9 @@ English and Chinese; a question that asks for no occupation is ranked as before.
 Two life events work the same way, for the same reason: "When's my birthday
 again?" did not find "Morag was born on 14 March 1978" (the models do not read
 a birthday as a birth), nor "我俩啥时候领的证来着" "周海燕的结婚纪念日是五月二十日".
-So do when someone wakes and sleeps ("作息" did not find "每天早上六点起床") and what
-they do for pleasure ("我有啥爱好" did not find "业余喜欢唱花鼓戏"). Each type is an
+So do when someone wakes and sleeps ("作息" did not find "每天早上六点起床"), what
+they do for pleasure ("我有啥爱好" did not find "业余喜欢唱花鼓戏") and the others
+below, each for a question the models answered badly. Each type is an
 ``AnswerType``: how questions ask for it, how they ask for the user's own, and how
 memories give it.
 """

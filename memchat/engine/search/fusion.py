@@ -52,7 +52,7 @@ a block).
 
 Answer type: a question asking for one of the types of search/answer_types.py
 (an occupation: "What's my job?", "我老公是干什么的？"; a birth, a wedding, waking
-and sleeping, a pastime, a home, an appointment) lifts each candidate that gives
+and sleeping, a pastime, a home, an appointment, an age, a pet) lifts each candidate that gives
 it for the person asked about (the user, a relative, a named person)
 ``HYBRID_TYPED_LIFT`` of the way to 1, and that counts as evidence, as a keyword
 match does. The models read "job" as close to the word "work", not to "runs a
